@@ -1,0 +1,64 @@
+//! Reading the data directory (the only file I/O around the pure core's loader).
+
+use std::path::{Path, PathBuf};
+
+use headroom_core::load::{load, Loaded};
+
+pub fn default_data_dir() -> PathBuf {
+    std::env::var_os("HEADROOM_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../data"))
+}
+
+/// Every file under `dir`, as (path relative to `dir` with '/' separators, contents).
+fn read_tree(dir: &Path) -> Result<Vec<(String, String)>, String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) -> Result<(), String> {
+        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for entry in entries {
+            let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with('.') || name == "README.md" {
+                continue;
+            }
+            if path.is_dir() {
+                walk(root, &path, out)?;
+            } else {
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let rel = path.strip_prefix(root).unwrap().components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+                out.push((rel, text));
+            }
+        }
+        Ok(())
+    }
+    if !dir.is_dir() {
+        return Err(format!("data directory {} does not exist (pass --data DIR)", dir.display()));
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out)?;
+    Ok(out)
+}
+
+/// Loads and checks the data; problems are printed one per line with the file path.
+pub fn load_checked(dir: &Path) -> Result<Loaded, String> {
+    let files = read_tree(dir)?;
+    load(&files).map_err(|problems| {
+        let lines: Vec<String> = problems.iter().map(|p| format!("  {}/{p}", dir.display())).collect();
+        format!("{} problem(s) in the data:\n{}", problems.len(), lines.join("\n"))
+    })
+}
+
+pub fn check(dir: &Path) -> Result<(), String> {
+    let loaded = load_checked(dir)?;
+    println!("dataset check: {} claims OK", loaded.dataset.claims.len());
+    Ok(())
+}
+
+pub fn build(dir: &Path, out: &Path) -> Result<(), String> {
+    let loaded = load_checked(dir)?;
+    let data_dir = out.join("data");
+    std::fs::create_dir_all(&data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
+    let path = data_dir.join("dataset.json");
+    std::fs::write(&path, loaded.dataset.to_json()).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("dataset build: {} claims -> {}", loaded.dataset.claims.len(), path.display());
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! The evidence model: claims, their sources and verdicts, and the catalogs they talk about.
+//! Field names here are the field names of the TOML data files and of the built JSON.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Lang;
+
+/// A text in all five languages. Every field is required: a file that lacks one does not parse.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Text {
+    pub pt: String,
+    pub es: String,
+    pub zh: String,
+    pub it: String,
+    pub en: String,
+}
+
+impl Text {
+    pub fn get(&self, lang: Lang) -> &str {
+        match lang {
+            Lang::Pt => &self.pt,
+            Lang::Es => &self.es,
+            Lang::Zh => &self.zh,
+            Lang::It => &self.it,
+            Lang::En => &self.en,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// A primary source states it, or ≥3 consistent measurements from independent submitters,
+    /// or it is derived by code from verified values.
+    Verified,
+    /// True only under conditions the original wording leaves out; `correction` states them.
+    Qualified,
+    /// Only community sources back it.
+    Unverified,
+    /// A primary source or measurements say otherwise; `correction` gives the right statement.
+    Contradicted,
+}
+
+impl Verdict {
+    pub const ALL: [Verdict; 4] =
+        [Verdict::Verified, Verdict::Qualified, Verdict::Unverified, Verdict::Contradicted];
+
+    pub fn code(self) -> &'static str {
+        match self {
+            Verdict::Verified => "verified",
+            Verdict::Qualified => "qualified",
+            Verdict::Unverified => "unverified",
+            Verdict::Contradicted => "contradicted",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceKind {
+    OfficialDoc,
+    /// Source code at a pinned version (`version` is required).
+    SourceCode,
+    ModelCard,
+    Paper,
+    VendorSpec,
+    /// Forum posts, blogs, single benchmarks, the seed articles.
+    Community,
+    /// Aggregated probe submissions or reference runs (`submitters` says how many independent ones).
+    Measurement,
+    /// Computed by code from catalog values; the test suite recomputes it.
+    Derivation,
+}
+
+impl SourceKind {
+    /// Kinds that count as primary evidence on their own.
+    pub fn is_primary(self) -> bool {
+        matches!(
+            self,
+            SourceKind::OfficialDoc
+                | SourceKind::SourceCode
+                | SourceKind::ModelCard
+                | SourceKind::Paper
+                | SourceKind::VendorSpec
+        )
+    }
+
+    pub fn code(self) -> &'static str {
+        match self {
+            SourceKind::OfficialDoc => "official-doc",
+            SourceKind::SourceCode => "source-code",
+            SourceKind::ModelCard => "model-card",
+            SourceKind::Paper => "paper",
+            SourceKind::VendorSpec => "vendor-spec",
+            SourceKind::Community => "community",
+            SourceKind::Measurement => "measurement",
+            SourceKind::Derivation => "derivation",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    pub kind: SourceKind,
+    pub title: String,
+    /// Where to read it. Absent only for derivations and measurements kept in this repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The exact passage, code line or formula the claim rests on (quoted, not paraphrased).
+    pub passage: String,
+    /// Version, tag or commit the passage was read at (required for source code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Date accessed, YYYY-MM-DD.
+    pub accessed: String,
+    /// For measurements: how many independent submitters agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitters: Option<u32>,
+}
+
+/// Who said the claim in the first place, and where.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Origin {
+    /// e.g. `seed:000_3ff5b1f0e4df2177.txt`, or a forum thread URL.
+    pub who: String,
+    /// Section or paragraph within it.
+    pub locator: String,
+}
+
+/// A number, a range or an approximation, with its unit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Value {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    pub unit: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approx: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryEntry {
+    /// YYYY-MM-DD
+    pub date: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Verdict>,
+    pub to: Verdict,
+    pub why: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// Stable, lowercase, `[a-z0-9-]`; part of the claim's permanent URL.
+    pub id: String,
+    pub topic: String,
+    pub statement: Text,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    /// model, task, resolution, precision, gpu, software and version, flags…
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub conditions: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<Origin>,
+    pub sources: Vec<Source>,
+    pub verdict: Verdict,
+    /// Why the verdict is what it is.
+    pub note: Text,
+    /// The precise, correct statement (required for qualified and contradicted claims).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correction: Option<Text>,
+    pub history: Vec<HistoryEntry>,
+}
+
+/// Everything the site and the fit engine read, as one document (`data/dataset.json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Dataset {
+    pub claims: Vec<Claim>,
+}
+
+impl Dataset {
+    pub fn claim(&self, id: &str) -> Option<&Claim> {
+        self.claims.iter().find(|c| c.id == id)
+    }
+
+    /// The built JSON document.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("dataset serializes")
+    }
+
+    pub fn from_json(text: &str) -> Result<Dataset, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}

@@ -1,0 +1,111 @@
+//! Headroom's UI strings, compiled in from `i18n/<lang>/ui.toml`.
+//!
+//! `t(lang, k::SOME_KEY)` returns the string; an unknown key is a compile error and a key missing
+//! from any language fails the build (see build.rs). Numbers never live here: they come from claims.
+
+use headroom_core::Lang;
+
+#[allow(dead_code)]
+mod validate;
+
+/// An index into the string tables; only the generated `k::*` constants exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Key(usize);
+
+include!(concat!(env!("OUT_DIR"), "/strings.rs"));
+
+fn row(lang: Lang) -> usize {
+    match lang {
+        Lang::En => 0,
+        Lang::Pt => 1,
+        Lang::Es => 2,
+        Lang::Zh => 3,
+        Lang::It => 4,
+    }
+}
+
+/// The string for `key` in `lang`.
+pub fn t(lang: Lang, key: Key) -> &'static str {
+    STRINGS[row(lang)][key.0]
+}
+
+/// The string with `{name}` placeholders replaced.
+pub fn fmt(lang: Lang, key: Key, args: &[(&str, &str)]) -> String {
+    let mut s = t(lang, key).to_string();
+    for (name, value) in args {
+        s = s.replace(&format!("{{{name}}}"), value);
+    }
+    s
+}
+
+impl Key {
+    /// The dotted name of the key, e.g. `home.title`.
+    pub fn name(self) -> &'static str {
+        KEYS[self.0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use validate::{placeholders, validate};
+
+    fn table(lang: &str, entries: &[(&str, &str)]) -> (String, Vec<(String, String)>) {
+        (lang.to_string(), entries.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    #[test]
+    fn every_language_has_every_key_non_empty() {
+        for lang in Lang::ALL {
+            for (i, key) in KEYS.iter().enumerate() {
+                assert!(!STRINGS[row(lang)][i].trim().is_empty(), "{} {key}", lang.code());
+            }
+        }
+    }
+
+    #[test]
+    fn translations_differ_from_english_for_prose_keys() {
+        // A copy of the English text in another language is an untranslated string.
+        for lang in [Lang::Pt, Lang::Es, Lang::Zh, Lang::It] {
+            let same: Vec<&str> = KEYS
+                .iter()
+                .enumerate()
+                .filter(|(i, k)| !k.starts_with("brand.") && STRINGS[row(lang)][*i] == STRINGS[0][*i])
+                .map(|(_, k)| *k)
+                .collect();
+            assert!(same.is_empty(), "{}: untranslated keys {same:?}", lang.code());
+        }
+    }
+
+    #[test]
+    fn a_missing_key_is_reported_with_language_and_key() {
+        let problems = validate(&[
+            table("en", &[("home.title", "Title"), ("home.lead", "Lead {n}")]),
+            table("pt", &[("home.title", "Título")]),
+        ]);
+        assert_eq!(problems, vec!["pt: missing key `home.lead`".to_string()]);
+    }
+
+    #[test]
+    fn extra_keys_empty_strings_and_placeholder_mismatches_are_reported() {
+        let problems = validate(&[
+            table("en", &[("a", "x {n}"), ("b", "y")]),
+            table("zh", &[("a", "x {m}"), ("b", " "), ("c", "z")]),
+        ]);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(problems[0].contains("placeholders"));
+        assert!(problems[1].contains("`b` is empty"));
+        assert!(problems[2].contains("`c` is not in en"));
+    }
+
+    #[test]
+    fn placeholders_are_found() {
+        assert_eq!(placeholders("{a} and {b_2} but not { x } or {}").into_iter().collect::<Vec<_>>(), ["a", "b_2"]);
+    }
+
+    #[test]
+    fn fmt_replaces_placeholders() {
+        let s = fmt(Lang::En, k::BRAND_VERSION, &[("version", "9.9.9")]);
+        assert!(s.contains("9.9.9"), "{s}");
+    }
+}

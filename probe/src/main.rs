@@ -1,0 +1,49 @@
+//! `probe`: measures the user's GPU. The full suite (capacity search, latency, bandwidth,
+//! fragmentation, replay, submit) grows here; see probe/README.md for methods and exit codes.
+
+mod cuda;
+mod report;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Measure your NVIDIA GPU's memory: capacity, context overhead, what PyTorch-style workloads can use.
+#[derive(Parser)]
+#[command(name = "probe", version, about)]
+struct Cli {
+    /// GPU index, as the CUDA driver numbers them.
+    #[arg(long, default_value_t = 0)]
+    device: u32,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let report = match cuda::measure(cli.device) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("probe: {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let json = serde_json::to_string_pretty(&report).expect("report serializes");
+    if let Some(path) = &cli.out {
+        if let Err(e) = std::fs::write(path, format!("{json}\n")) {
+            eprintln!("probe: cannot write {}: {e}", path.display());
+            return ExitCode::from(report::EXIT_IO);
+        }
+    }
+    if cli.json {
+        println!("{json}");
+    } else {
+        print!("{}", report.to_table());
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need on a fresh machine; idempotent, a few seconds
+# when everything is present. Called by `cargo xtask setup` (and so by serve, dist and test).
+#   - the wasm32 target (rustup, else Debian's rustc-web with a self-built std), wasm-bindgen-cli at
+#     the version in Cargo.lock, wasm-opt (binaryen 132 from npm): scripts/install-wasm-toolchain.sh
+#   - Debian's chromium and chromium-driver for the browser tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-wasm-toolchain.sh --no-trunk Cargo.lock
+
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  echo "[setup] installing Debian's chromium and chromium-driver (browser tests)" >&2
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+fi
+echo "[setup] ok: $(chromium --version 2>/dev/null | head -1); $(chromedriver --version | head -1)" >&2

@@ -1,0 +1,179 @@
+//! The project's task runner.
+//!
+//!   cargo xtask setup          install what the build and tests need (idempotent)
+//!   cargo xtask dist           build the complete static site into site/dist/
+//!   cargo xtask serve [ARGS]   setup + dist, then `dataset serve ARGS` (release build)
+//!   cargo xtask test           setup + dist, then every test, including headless Chromium
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+const WASM_TARGET: &str = "wasm32-unknown-unknown";
+const WASM_PROFILE: &str = "wasm-release";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn toolchain_prefix() -> PathBuf {
+    std::env::var_os("WASM_TOOLCHAIN_PREFIX").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())).join(".local/wasm-toolchain")
+    })
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (task, rest) = args.split_first().map(|(t, r)| (t.as_str(), r)).unwrap_or(("help", &[]));
+    let started = Instant::now();
+    let result = match task {
+        "setup" => setup(),
+        "dist" => setup().and_then(|()| dist()),
+        "serve" => setup().and_then(|()| dist()).and_then(|()| serve(rest)),
+        "test" => setup().and_then(|()| dist()).and_then(|()| test()),
+        "help" | "-h" | "--help" => {
+            println!("{}", include_str!("main.rs").lines().skip(2).take(4).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
+            Ok(())
+        }
+        other => Err(format!("unknown task `{other}` (tasks: setup, dist, serve, test)")),
+    };
+    match result {
+        Ok(()) => {
+            if task != "help" {
+                eprintln!("[xtask] {task}: done in {:.1}s", started.elapsed().as_secs_f64());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("[xtask] {task} failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: &mut Command) -> Result {
+    let shown = format!("{cmd:?}");
+    eprintln!("[xtask] $ {shown}");
+    let status = cmd.status().map_err(|e| format!("cannot start {shown}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{shown} exited with {status}")) }
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+/// A command run inside the wasm toolchain's environment (its env.sh sets PATH, and RUSTC in
+/// the Debian fallback mode). Native builds never see that environment.
+fn in_wasm_env(program: &str) -> Command {
+    let env_sh = toolchain_prefix().join("env.sh");
+    let mut c = Command::new("bash");
+    c.current_dir(root())
+        .arg("-c")
+        .arg("source \"$0\" && exec \"$@\"")
+        .arg(env_sh)
+        .arg(program);
+    c
+}
+
+fn setup() -> Result {
+    run(Command::new("bash").arg(root().join("scripts/setup.sh")))
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result {
+    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn hashed_name(stem: &str, ext: &str, bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("{stem}-{hex}.{ext}")
+}
+
+/// site/dist/: the app (wasm + JS glue + CSS, content-hashed), index.html and the built data.
+fn dist() -> Result {
+    let root = root();
+    if !toolchain_prefix().join("env.sh").exists() {
+        return Err("the wasm toolchain is not installed: run `cargo xtask setup`".into());
+    }
+    run(in_wasm_env("cargo").args(["build", "-p", "headroom-site", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
+    let wasm = root.join("target").join(WASM_TARGET).join(WASM_PROFILE).join("headroom-site.wasm");
+
+    let stage = root.join("target/site-stage");
+    let _ = std::fs::remove_dir_all(&stage);
+    run(in_wasm_env("wasm-bindgen")
+        .args(["--target", "web", "--no-typescript", "--out-name", "app", "--out-dir"])
+        .arg(&stage)
+        .arg(&wasm))?;
+    let bg = stage.join("app_bg.wasm");
+    run(in_wasm_env("wasm-opt").args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int"]).arg(&bg).arg("-o").arg(&bg))?;
+
+    let out = root.join("site/dist.tmp");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let wasm_bytes = read(&bg)?;
+    let js_bytes = read(&stage.join("app.js"))?;
+    let css_bytes = read(&root.join("site/style.css"))?;
+    let wasm_name = hashed_name("app", "wasm", &wasm_bytes);
+    let js_name = hashed_name("app", "js", &js_bytes);
+    let css_name = hashed_name("style", "css", &css_bytes);
+    write(&out.join(&wasm_name), &wasm_bytes)?;
+    write(&out.join(&js_name), &js_bytes)?;
+    write(&out.join(&css_name), &css_bytes)?;
+
+    let template = String::from_utf8(read(&root.join("site/index.html"))?).map_err(|e| e.to_string())?;
+    let marker = template
+        .lines()
+        .find(|l| l.contains("<!-- headroom:head"))
+        .ok_or("site/index.html lacks the <!-- headroom:head --> marker")?;
+    let head = format!(
+        "<link rel=\"stylesheet\" href=\"/{css_name}\" />\n  \
+         <link rel=\"modulepreload\" href=\"/{js_name}\" />\n  \
+         <link rel=\"preload\" href=\"/{wasm_name}\" as=\"fetch\" type=\"application/wasm\" crossorigin />\n  \
+         <script type=\"module\">import init from \"/{js_name}\"; init({{ module_or_path: \"/{wasm_name}\" }});</script>"
+    );
+    let html = template.replace(marker.trim(), &head);
+    write(&out.join("index.html"), html.as_bytes())?;
+
+    run(cargo().args(["run", "--quiet", "-p", "dataset", "--", "build", "--out"]).arg(&out))?;
+
+    let dist = root.join("site/dist");
+    let _ = std::fs::remove_dir_all(&dist);
+    std::fs::rename(&out, &dist).map_err(|e| format!("{} -> {}: {e}", out.display(), dist.display()))?;
+    let gz = gzip_len(&wasm_bytes);
+    eprintln!(
+        "[xtask] site/dist: {wasm_name} {} bytes ({gz} gzip), {js_name} {} bytes",
+        wasm_bytes.len(),
+        js_bytes.len()
+    );
+    Ok(())
+}
+
+/// Compressed size, measured with the system gzip (-9), for the size report.
+fn gzip_len(bytes: &[u8]) -> String {
+    use std::io::Write;
+    let child = Command::new("gzip").arg("-9c").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn();
+    let Ok(mut child) = child else { return "?".into() };
+    let _ = child.stdin.take().unwrap().write_all(bytes);
+    child.wait_with_output().map(|o| o.stdout.len().to_string()).unwrap_or_else(|_| "?".into())
+}
+
+fn serve(args: &[String]) -> Result {
+    run(cargo().args(["run", "--release", "--quiet", "-p", "dataset", "--", "serve"]).args(args))
+}
+
+fn test() -> Result {
+    let root = root();
+    run(cargo().args(["run", "--quiet", "-p", "dataset", "--", "check"]))?;
+    // Native crates (default members) with their unit and end-to-end tests; the e2e tests use
+    // the site just built, the real binaries, 127.0.0.1 and Debian's chromium.
+    run(cargo().args(["test", "--no-fail-fast"]).env("HEADROOM_SITE", root.join("site/dist")))?;
+    // The pure core must keep building for the browser.
+    run(in_wasm_env("cargo").args(["check", "-p", "headroom-core", "--no-default-features", "--target", WASM_TARGET]))
+}
