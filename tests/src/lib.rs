@@ -1,1 +1,261 @@
+//! Helpers for the end-to-end tests: the real binaries, a real `dataset serve` on 127.0.0.1 with a
+//! real SQLite file, and a small WebDriver client for Debian's chromium through chromedriver.
 
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Path to a workspace binary, built (debug) on first use so the tests never run a stale one.
+pub fn bin(package: &str, name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| Mutex::new(Vec::new()));
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == name) {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(repo_root())
+            .args(["build", "--quiet", "-p", package, "--bin", name])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building {name} failed");
+        built.push(name.to_string());
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target"));
+    target.join("debug").join(name)
+}
+
+/// The built site (`cargo xtask dist`); `cargo xtask test` sets HEADROOM_SITE.
+pub fn site_dir() -> PathBuf {
+    let dir = std::env::var_os("HEADROOM_SITE").map(PathBuf::from).unwrap_or_else(|| repo_root().join("site/dist"));
+    assert!(
+        dir.join("index.html").is_file(),
+        "no built site at {}: run `cargo xtask dist` first (or `cargo xtask test`, which does)",
+        dir.display()
+    );
+    dir
+}
+
+/// A directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("headroom-{label}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Copies a directory tree (used to make broken copies of the data).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct Guard(pub Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `dataset serve` on a free 127.0.0.1 port with its own SQLite file.
+pub struct Server {
+    pub url: String,
+    pub db: PathBuf,
+    _child: Guard,
+}
+
+impl Server {
+    pub fn start(site: &Path, db: &Path) -> Server {
+        let mut child = Command::new(bin("dataset", "dataset"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .arg("--site")
+            .arg(site)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("dataset serve starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://127.0.0.1:"))
+            .unwrap_or_else(|| panic!("serve did not print its address: {line:?}"))
+            .trim_end_matches('/')
+            .to_string();
+        Server { url, db: db.to_path_buf(), _child: Guard(child) }
+    }
+}
+
+/// An HTTP client that hands back every status (4xx/5xx included) with its body.
+pub fn http() -> ureq::Agent {
+    ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build(),
+    )
+}
+
+/// GET: (status, content-type, body).
+pub fn get(url: &str) -> (u16, String, String) {
+    let mut resp = http().get(url).call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = resp.status().as_u16();
+    let ctype = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    (status, ctype, resp.body_mut().read_to_string().unwrap())
+}
+
+/// chromedriver driving Debian's chromium, headless, with a fresh profile per session.
+pub struct Browser {
+    base: String,
+    session: String,
+    _profile: TempDir,
+    _driver: Guard,
+}
+
+impl Browser {
+    pub fn start() -> Browser {
+        let port = free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs (cargo xtask setup installs Debian's chromium-driver)");
+        let driver = Guard(driver);
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(mut r) = http().get(&format!("{base}/status")).call() {
+                let v: Value = r.body_mut().read_json().unwrap_or(Value::Null);
+                if v["value"]["ready"] == true {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "chromedriver did not become ready");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let profile = TempDir::new("chromium-profile");
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                    "--lang=en-US", format!("--user-data-dir={}", profile.path().display()),
+                ]
+            }
+        }}});
+        let v = Self::call(&base, "POST", "/session", Some(caps));
+        let session = v["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {v}")).to_string();
+        Browser { base, session, _profile: profile, _driver: driver }
+    }
+
+    fn call(base: &str, method: &str, path: &str, body: Option<Value>) -> Value {
+        let url = format!("{base}{path}");
+        let agent = http();
+        let mut resp = match method {
+            "GET" => agent.get(&url).call(),
+            "DELETE" => agent.delete(&url).call(),
+            _ => agent.post(&url).send_json(body.unwrap_or(json!({}))),
+        }
+        .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = resp.status().as_u16();
+        let v: Value = resp.body_mut().read_json().unwrap_or(Value::Null);
+        assert!(status < 400, "{method} {path} -> {status}: {v}");
+        v
+    }
+
+    fn cmd(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        Self::call(&self.base, method, &format!("/session/{}{path}", self.session), body)["value"].clone()
+    }
+
+    pub fn goto(&self, url: &str) {
+        self.cmd("POST", "/url", Some(json!({ "url": url })));
+    }
+
+    pub fn refresh(&self) {
+        self.cmd("POST", "/refresh", None);
+    }
+
+    pub fn current_url(&self) -> String {
+        self.cmd("GET", "/url", None).as_str().unwrap_or("").to_string()
+    }
+
+    /// Runs JavaScript in the page and returns its value.
+    pub fn js(&self, script: &str) -> Value {
+        self.cmd("POST", "/execute/sync", Some(json!({ "script": script, "args": [] })))
+    }
+
+    /// The text of the first element matching `css`, or None.
+    pub fn text(&self, css: &str) -> Option<String> {
+        let script = format!("const e = document.querySelector({}); return e ? e.innerText : null;", json!(css));
+        self.js(&script).as_str().map(str::to_string)
+    }
+
+    /// Waits (up to 20 s) until `css` matches an element whose text satisfies `ok`; returns the text.
+    pub fn wait_text(&self, css: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = self.text(css);
+            if let Some(t) = &text {
+                if ok(t) {
+                    return t.clone();
+                }
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {css}; last text: {text:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn click(&self, css: &str) {
+        let el = self.cmd("POST", "/element", Some(json!({ "using": "css selector", "value": css })));
+        let id = el.as_object().and_then(|o| o.values().next()).and_then(Value::as_str).unwrap_or_else(|| panic!("no element {css}"));
+        self.cmd("POST", &format!("/element/{id}/click"), None);
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = http().delete(&format!("{}/session/{}", self.base, self.session)).call();
+    }
+}

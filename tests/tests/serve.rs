@@ -1,0 +1,57 @@
+//! `dataset serve`: a real server on 127.0.0.1 with a real SQLite file.
+
+use std::process::Command;
+
+use headroom_e2e::{bin, get, site_dir, Server, TempDir};
+use serde_json::Value;
+
+#[test]
+fn serves_health_the_site_and_the_data() {
+    let tmp = TempDir::new("serve");
+    let db = tmp.path().join("sub/dir/headroom.sqlite3");
+    let server = Server::start(&site_dir(), &db);
+    assert!(db.is_file(), "the SQLite file is created at --db");
+
+    let (status, ctype, body) = get(&format!("{}/api/v1/health", server.url));
+    assert_eq!(status, 200);
+    assert!(ctype.starts_with("application/json"), "{ctype}");
+    let health: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["database"], "ok");
+    assert_eq!(health["version"], env!("CARGO_PKG_VERSION"));
+
+    for route in ["/", "/en/", "/zh/", "/pt"] {
+        let (status, ctype, body) = get(&format!("{}{route}", server.url));
+        assert_eq!(status, 200, "{route}");
+        assert!(ctype.starts_with("text/html"), "{route}: {ctype}");
+        assert!(body.contains("<script type=\"module\">import init"), "{route} serves the app shell");
+    }
+
+    let (status, _, body) = get(&format!("{}/data/dataset.json", server.url));
+    assert_eq!(status, 200);
+    let ds = headroom_core::Dataset::from_json(&body).expect("built data parses with the core");
+    assert!(!ds.claims.is_empty());
+
+    let (status, _, _) = get(&format!("{}/no-such-file.js", server.url));
+    assert_eq!(status, 404);
+    let (status, ctype, body) = get(&format!("{}/api/v1/no-such-endpoint", server.url));
+    assert_eq!(status, 404);
+    assert!(ctype.starts_with("application/json"));
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"], "not_found");
+}
+
+#[test]
+fn serve_without_a_built_site_says_how_to_build_it() {
+    let tmp = TempDir::new("serve-nosite");
+    let out = Command::new(bin("dataset", "dataset"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+        .arg(tmp.path().join("db.sqlite3"))
+        .arg("--site")
+        .arg(tmp.path().join("missing"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cargo xtask dist"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+}
