@@ -3,43 +3,67 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::{Claim, Dataset, Lang, SourceKind, Text, Verdict};
+use crate::{Claim, Dataset, Lang, Source, SourceKind, Text, Verdict};
 
 /// One thing wrong with the data, located by file and claim id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     pub file: String,
+    /// What kind of entry: `claim`, `gpu`, `llm`, `diffusion`, `quant`, `tool`, `seed`.
+    pub kind: &'static str,
     pub id: Option<String>,
     pub message: String,
 }
 
 impl Problem {
+    /// A problem with a claim (or with a whole file when `id` is None).
     pub fn new(file: &str, id: Option<&str>, message: String) -> Problem {
-        Problem { file: file.to_string(), id: id.map(str::to_string), message }
+        Problem::of(file, "claim", id, message)
+    }
+
+    pub fn of(file: &str, kind: &'static str, id: Option<&str>, message: String) -> Problem {
+        Problem { file: file.to_string(), kind, id: id.map(str::to_string), message }
     }
 }
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.id {
-            Some(id) => write!(f, "{}: claim `{}`: {}", self.file, id, self.message),
+            Some(id) => write!(f, "{}: {} `{}`: {}", self.file, self.kind, id, self.message),
             None => write!(f, "{}: {}", self.file, self.message),
         }
     }
 }
 
+/// Topics a claim may have.
+pub const TOPICS: [&str; 8] =
+    ["allocator", "oom-message", "diagnostics", "diffusion", "video", "llm-inference", "training", "hardware"];
+
+/// Units a value or a derivation may have (KB…TB decimal, KiB…TiB binary).
+pub const UNITS: [&str; 31] = [
+    "B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "GB/s", "TB/s", "bit", "bits/weight", "bytes/param",
+    "params", "tokens", "layers", "blocks", "frames", "px", "%", "x", "fraction", "ms", "s", "min", "steps", "images",
+    "EUR/h", "version", "count",
+];
+
+/// Default relative tolerance of a derivation.
+pub const DERIVATION_TOLERANCE: f64 = 0.005;
+
 /// Minimum number of independent, consistent measurements that verify a claim on their own.
 pub const MIN_INDEPENDENT_MEASUREMENTS: u32 = 3;
 
-/// Checks every claim. `file_of` maps claim ids to the file they came from.
+/// Checks every claim and catalog entry. `file_of` maps `kind:id` (e.g. `claim:x`, `gpu:rtx-4090`)
+/// to the file it came from.
 pub fn check(dataset: &Dataset, file_of: &BTreeMap<String, String>) -> Vec<Problem> {
     let mut problems = Vec::new();
+    let file = |kind: &str, id: &str| file_of.get(&format!("{kind}:{id}")).cloned().unwrap_or_else(|| "?".into());
     for claim in &dataset.claims {
-        let file = file_of.get(&claim.id).map(String::as_str).unwrap_or("?");
-        for message in check_claim(claim) {
-            problems.push(Problem::new(file, Some(&claim.id), message));
+        let f = file("claim", &claim.id);
+        for message in check_claim(claim).into_iter().chain(check_claim_refs(claim, dataset)) {
+            problems.push(Problem::new(&f, Some(&claim.id), message));
         }
     }
+    crate::catalog_check::check_catalogs(dataset, &file, &mut problems);
     problems
 }
 
@@ -89,33 +113,162 @@ fn check_claim(c: &Claim) -> Vec<String> {
     if c.sources.is_empty() {
         out.push("no sources".to_string());
     }
-    for (i, s) in c.sources.iter().enumerate() {
-        let at = format!("sources[{i}] ({})", s.kind.code());
-        if s.title.trim().is_empty() {
-            out.push(format!("{at}: title is empty"));
-        }
-        if s.passage.trim().is_empty() {
-            out.push(format!("{at}: passage is empty (quote the exact passage, line or formula)"));
-        }
-        if !is_date(&s.accessed) {
-            out.push(format!("{at}: accessed `{}` is not a YYYY-MM-DD date", s.accessed));
-        }
-        match &s.url {
-            Some(url) if !(url.starts_with("https://") || url.starts_with("http://")) => {
-                out.push(format!("{at}: url `{url}` is not an http(s) URL"))
-            }
-            None if !matches!(s.kind, SourceKind::Derivation | SourceKind::Measurement) => {
-                out.push(format!("{at}: url is required for this kind"))
-            }
-            _ => {}
-        }
-        if s.kind == SourceKind::SourceCode && s.version.as_deref().map_or(true, |v| v.trim().is_empty()) {
-            out.push(format!("{at}: source code needs the pinned `version` (tag or commit) it was read at"));
-        }
-        if s.kind == SourceKind::Measurement && s.submitters.is_none() {
-            out.push(format!("{at}: measurement needs `submitters` (independent submitters counted)"));
+    if !TOPICS.contains(&c.topic.as_str()) {
+        out.push(format!("unknown topic `{}` (topics: {})", c.topic, TOPICS.join(", ")));
+    }
+    if let Some(v) = &c.value {
+        if !UNITS.contains(&v.unit.as_str()) {
+            out.push(format!("unknown unit `{}` (units: {})", v.unit, UNITS.join(" ")));
         }
     }
+    for (i, o) in c.origins.iter().enumerate() {
+        match (&o.seed, &o.url) {
+            (Some(_), Some(_)) | (None, None) => out.push(format!("origins[{i}]: give exactly one of `seed` or `url`")),
+            (None, Some(url)) if !url.starts_with("http") => out.push(format!("origins[{i}]: url `{url}` is not http(s)")),
+            _ => {}
+        }
+        if o.locator.trim().is_empty() {
+            out.push(format!("origins[{i}]: locator is empty"));
+        }
+    }
+    for (i, s) in c.sources.iter().enumerate() {
+        out.extend(check_source(s).into_iter().map(|m| format!("sources[{i}] ({}): {m}", s.kind.code())));
+    }
+    out.extend(verdict_rules(c));
+    out
+}
+
+/// Checks one source (claims and catalog entries share this).
+pub fn check_source(s: &Source) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.title.trim().is_empty() {
+        out.push("title is empty".to_string());
+    }
+    if s.passage.trim().is_empty() {
+        out.push("passage is empty (quote the exact passage, line or formula)".to_string());
+    }
+    if !is_date(&s.accessed) {
+        out.push(format!("accessed `{}` is not a YYYY-MM-DD date", s.accessed));
+    }
+    match &s.url {
+        Some(url) if !(url.starts_with("https://") || url.starts_with("http://")) => {
+            out.push(format!("url `{url}` is not an http(s) URL"))
+        }
+        None if s.seed.is_none() && !matches!(s.kind, SourceKind::Derivation | SourceKind::Measurement) => {
+            out.push("url is required for this kind".to_string())
+        }
+        _ => {}
+    }
+    if s.seed.is_some() && s.kind != SourceKind::Community {
+        out.push("`seed` is for community sources (the seed articles)".to_string());
+    }
+    if s.kind == SourceKind::SourceCode && s.version.as_deref().is_none_or(|v| v.trim().is_empty()) {
+        out.push("source code needs the pinned `version` (tag or commit) it was read at".to_string());
+    }
+    if s.kind == SourceKind::Measurement && s.submitters.is_none() {
+        out.push("measurement needs `submitters` (independent submitters counted)".to_string());
+    }
+    let derivation_fields = s.compute.is_some() || s.expect.is_some() || s.unit.is_some() || s.tolerance.is_some();
+    if s.kind == SourceKind::Derivation {
+        if s.compute.is_none() || s.expect.is_none() || s.unit.is_none() {
+            out.push("a derivation needs `compute`, `expect` and `unit`".to_string());
+        }
+        if let Some(u) = &s.unit {
+            if !UNITS.contains(&u.as_str()) {
+                out.push(format!("unknown unit `{u}` (units: {})", UNITS.join(" ")));
+            }
+        }
+        if let Some(t) = s.tolerance {
+            if !(t > 0.0 && t < 0.5) {
+                out.push(format!("tolerance {t} must be a relative tolerance between 0 and 0.5"));
+            }
+        }
+    } else if derivation_fields {
+        out.push("`compute`/`expect`/`unit`/`tolerance` belong to derivation sources only".to_string());
+    }
+    out
+}
+
+/// References from a claim to seeds, catalogs and other claims, and its derivations evaluated.
+fn check_claim_refs(c: &Claim, ds: &Dataset) -> Vec<String> {
+    let mut out = Vec::new();
+    let seed_known = |f: &str| ds.seeds.iter().any(|s| s.file == f);
+    for (i, o) in c.origins.iter().enumerate() {
+        if let Some(seed) = &o.seed {
+            if !seed_known(seed) {
+                out.push(format!("origins[{i}]: unknown seed `{seed}` (not in seeds.toml)"));
+            }
+        }
+    }
+    for m in &c.models {
+        if ds.llm(m).is_none() && ds.diffusion_model(m).is_none() {
+            out.push(format!("models: no LLM or diffusion model `{m}` in the catalogs"));
+        }
+    }
+    for g in &c.gpus {
+        if ds.gpu(g).is_none() {
+            out.push(format!("gpus: no GPU `{g}` in the catalog"));
+        }
+    }
+    for t in &c.tools {
+        if ds.tool(t).is_none() {
+            out.push(format!("tools: no tool `{t}` in the catalog"));
+        }
+    }
+    for r in &c.related {
+        if ds.claim(r).is_none() {
+            out.push(format!("related: no claim `{r}`"));
+        } else if r == &c.id {
+            out.push("related: a claim cannot relate to itself".to_string());
+        }
+    }
+    for (i, s) in c.sources.iter().enumerate() {
+        if let Some(seed) = &s.seed {
+            if !seed_known(seed) {
+                out.push(format!("sources[{i}]: unknown seed `{seed}` (not in seeds.toml)"));
+            }
+        }
+        if let Some(message) = derivation_problem(c, s, ds) {
+            out.push(format!("sources[{i}] (derivation): {message}"));
+        }
+    }
+    out
+}
+
+/// Evaluates a derivation source against the catalogs; None when it holds (or is not a derivation).
+/// When the claim is verified, its own value must also agree with the derived one.
+pub fn derivation_problem(c: &Claim, s: &Source, ds: &Dataset) -> Option<String> {
+    let (Some(compute), Some(expect)) = (&s.compute, s.expect) else { return None };
+    let got = match crate::derive::evaluate(compute, ds) {
+        Ok(v) => v,
+        Err(e) => return Some(format!("`{compute}`: {e}")),
+    };
+    let tol = s.tolerance.unwrap_or(DERIVATION_TOLERANCE);
+    let unit = s.unit.as_deref().unwrap_or("");
+    if !crate::derive::close(got, expect, tol) {
+        return Some(format!("`{compute}` = {got} {unit}, but expect = {expect} (tolerance {tol})"));
+    }
+    if c.verdict == Verdict::Verified {
+        if let Some(v) = &c.value {
+            if v.unit == unit {
+                let claim_tol = if v.approx { 0.10 } else { 0.01 };
+                let said = v.number.or(v.min.zip(v.max).map(|(a, b)| (a + b) / 2.0));
+                let inside_range = matches!((v.min, v.max), (Some(lo), Some(hi)) if got >= lo * (1.0 - claim_tol) && got <= hi * (1.0 + claim_tol));
+                if let Some(said) = said {
+                    if !inside_range && !crate::derive::close(said, got, claim_tol) {
+                        return Some(format!(
+                            "the claim says {said} {unit} and is verified, but the derivation gives {got} {unit}: give it the verdict the arithmetic supports"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+fn verdict_rules(c: &Claim) -> Vec<String> {
+    let mut out = Vec::new();
 
     let primary = c.sources.iter().any(|s| s.kind.is_primary());
     let derived = c.sources.iter().any(|s| s.kind == SourceKind::Derivation);
@@ -195,16 +348,25 @@ mod tests {
             version: None,
             accessed: "2026-11-30".into(),
             submitters: None,
+            seed: None,
+            compute: None,
+            expect: None,
+            unit: None,
+            tolerance: None,
         }
     }
 
     fn claim(verdict: Verdict, sources: Vec<Source>) -> Claim {
         Claim {
             id: "c".into(),
-            topic: "t".into(),
+            topic: "allocator".into(),
             statement: text("s"),
             value: None,
             conditions: Default::default(),
+            models: vec![],
+            gpus: vec![],
+            tools: vec![],
+            related: vec![],
             origins: vec![],
             sources,
             verdict,

@@ -4,7 +4,10 @@
 //! leave as typed values, check reports or JSON. No file system, network or clock access, so the
 //! same code runs in the `dataset` CLI, the ingest server and the browser (wasm32).
 
+pub mod catalog;
+mod catalog_check;
 pub mod check;
+pub mod derive;
 pub mod lang;
 pub mod model;
 
@@ -13,4 +16,5 @@ pub mod load;
 
 pub use check::{check, Problem};
 pub use lang::Lang;
+pub use catalog::*;
 pub use model::*;

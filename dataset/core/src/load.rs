@@ -4,9 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::{check, Claim, Dataset, Problem};
+use crate::{check, Claim, Dataset, Diffusion, Gpu, Llm, Problem, Quant, Seed, Tool};
 
-/// One claims file: `[[claim]]` tables.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ClaimsFile {
@@ -14,45 +13,152 @@ struct ClaimsFile {
     claim: Vec<Claim>,
 }
 
-/// The dataset as loaded, with the file each claim came from (for error messages).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GpusFile {
+    #[serde(default)]
+    gpu: Vec<Gpu>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LlmsFile {
+    #[serde(default)]
+    llm: Vec<Llm>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiffusionFile {
+    #[serde(default)]
+    diffusion: Vec<Diffusion>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QuantFile {
+    #[serde(default)]
+    quant: Vec<Quant>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsFile {
+    #[serde(default)]
+    tool: Vec<Tool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeedsFile {
+    #[serde(default)]
+    seed: Vec<Seed>,
+}
+
+/// The dataset as loaded, with the file each entry came from (for error messages), keyed
+/// `kind:id` (`claim:…`, `gpu:…`, `llm:…`, `diffusion:…`, `quant:…`, `tool:…`, `seed:…`).
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub dataset: Dataset,
     pub file_of: BTreeMap<String, String>,
 }
 
-/// Parses every data file, then runs the verdict rules. `files` are paths relative to
-/// `dataset/data/` (e.g. `claims/allocator.toml`) with their contents.
+impl Loaded {
+    fn note(&mut self, kind: &str, id: &str, path: &str, problems: &mut Vec<Problem>) -> bool {
+        let key = format!("{kind}:{id}");
+        if let Some(first) = self.file_of.get(&key) {
+            let kind = match kind {
+                "claim" => "claim",
+                "gpu" => "gpu",
+                "llm" => "llm",
+                "diffusion" => "diffusion",
+                "quant" => "quant",
+                "tool" => "tool",
+                _ => "seed",
+            };
+            problems.push(Problem::of(path, kind, Some(id), format!("duplicate {kind} id (first defined in {first})")));
+            return false;
+        }
+        self.file_of.insert(key, path.to_string());
+        true
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(path: &str, text: &str, problems: &mut Vec<Problem>) -> Option<T> {
+    match toml::from_str::<T>(text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            problems.push(Problem::new(path, None, toml_error(text, &e)));
+            None
+        }
+    }
+}
+
+/// Parses every data file, then runs the verdict rules and the catalog checks. `files` are paths
+/// relative to `dataset/data/` (e.g. `claims/allocator.toml`) with their contents.
 pub fn load(files: &[(String, String)]) -> Result<Loaded, Vec<Problem>> {
     let mut loaded = Loaded::default();
     let mut problems = Vec::new();
     let mut sorted: Vec<&(String, String)> = files.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     for (path, text) in sorted {
-        if path.starts_with("claims/") && path.ends_with(".toml") {
-            match toml::from_str::<ClaimsFile>(text) {
-                Ok(file) => {
-                    for claim in file.claim {
-                        if let Some(first) = loaded.file_of.get(&claim.id) {
-                            problems.push(Problem::new(
-                                path,
-                                Some(&claim.id),
-                                format!("duplicate claim id (first defined in {first})"),
-                            ));
-                            continue;
-                        }
-                        loaded.file_of.insert(claim.id.clone(), path.clone());
-                        loaded.dataset.claims.push(claim);
+        let p = path.as_str();
+        let p_ref = &mut problems;
+        match p {
+            _ if p.starts_with("claims/") && p.ends_with(".toml") => {
+                for c in parse::<ClaimsFile>(p, text, p_ref).map(|f| f.claim).unwrap_or_default() {
+                    if loaded.note("claim", &c.id, p, p_ref) {
+                        loaded.dataset.claims.push(c);
                     }
                 }
-                Err(e) => problems.push(Problem::new(path, None, toml_error(text, &e))),
             }
-        } else {
-            problems.push(Problem::new(
-                path,
+            "catalog/gpus.toml" => {
+                for g in parse::<GpusFile>(p, text, p_ref).map(|f| f.gpu).unwrap_or_default() {
+                    if loaded.note("gpu", &g.id, p, p_ref) {
+                        loaded.dataset.gpus.push(g);
+                    }
+                }
+            }
+            "catalog/llms.toml" => {
+                for m in parse::<LlmsFile>(p, text, p_ref).map(|f| f.llm).unwrap_or_default() {
+                    if loaded.note("llm", &m.id, p, p_ref) {
+                        loaded.dataset.llms.push(m);
+                    }
+                }
+            }
+            "catalog/diffusion.toml" => {
+                for m in parse::<DiffusionFile>(p, text, p_ref).map(|f| f.diffusion).unwrap_or_default() {
+                    if loaded.note("diffusion", &m.id, p, p_ref) {
+                        loaded.dataset.diffusion.push(m);
+                    }
+                }
+            }
+            "catalog/quant.toml" => {
+                for q in parse::<QuantFile>(p, text, p_ref).map(|f| f.quant).unwrap_or_default() {
+                    if loaded.note("quant", &q.id, p, p_ref) {
+                        loaded.dataset.quant.push(q);
+                    }
+                }
+            }
+            _ if p.starts_with("catalog/tools/") && p.ends_with(".toml") => {
+                for t in parse::<ToolsFile>(p, text, p_ref).map(|f| f.tool).unwrap_or_default() {
+                    if loaded.note("tool", &t.id, p, p_ref) {
+                        loaded.dataset.tools.push(t);
+                    }
+                }
+            }
+            "seeds.toml" => {
+                for s in parse::<SeedsFile>(p, text, p_ref).map(|f| f.seed).unwrap_or_default() {
+                    if loaded.note("seed", &s.file, p, p_ref) {
+                        loaded.dataset.seeds.push(s);
+                    }
+                }
+            }
+            _ => problems.push(Problem::new(
+                p,
                 None,
-                "unexpected file: data files are claims/*.toml".to_string(),
-            ));
+                "unexpected file: data files are claims/*.toml, catalog/{gpus,llms,diffusion,quant}.toml, catalog/tools/*.toml and seeds.toml".to_string(),
+            )),
         }
     }
     problems.extend(check(&loaded.dataset, &loaded.file_of));
@@ -102,7 +208,7 @@ why = "first review"
     fn a_good_file_loads() {
         let loaded = load(&files(GOOD)).expect("loads");
         assert_eq!(loaded.dataset.claims.len(), 1);
-        assert_eq!(loaded.file_of["example-claim"], "claims/a.toml");
+        assert_eq!(loaded.file_of["claim:example-claim"], "claims/a.toml");
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::*;
 use crate::Lang;
 
 /// A text in all five languages. Every field is required: a file that lacks one does not parse.
@@ -120,14 +121,33 @@ pub struct Source {
     /// For measurements: how many independent submitters agree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitters: Option<u32>,
+    /// For community sources that are one of the seed articles: its file name (see seeds.toml).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
+    /// Derivations: the expression over catalog values (see `derive`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute: Option<String>,
+    /// Derivations: the value `compute` must produce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<f64>,
+    /// Derivations: the unit of `expect`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// Derivations: relative tolerance (default 0.005).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<f64>,
 }
 
-/// Who said the claim in the first place, and where.
+/// Who said the claim in the first place, and where: a seed article or a URL.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Origin {
-    /// e.g. `seed:000_3ff5b1f0e4df2177.txt`, or a forum thread URL.
-    pub who: String,
+    /// A seed article's file name (listed in seeds.toml).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
+    /// Or the address of a forum post, article or issue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// Section or paragraph within it.
     pub locator: String,
 }
@@ -170,6 +190,15 @@ pub struct Claim {
     /// model, task, resolution, precision, gpu, software and version, flags…
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub conditions: BTreeMap<String, String>,
+    /// Catalog ids this claim is about (LLM or diffusion models, GPUs, tools) and related claims.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub origins: Vec<Origin>,
     pub sources: Vec<Source>,
@@ -186,11 +215,39 @@ pub struct Claim {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Dataset {
     pub claims: Vec<Claim>,
+    #[serde(default)]
+    pub seeds: Vec<Seed>,
+    #[serde(default)]
+    pub gpus: Vec<Gpu>,
+    #[serde(default)]
+    pub llms: Vec<Llm>,
+    #[serde(default)]
+    pub diffusion: Vec<Diffusion>,
+    #[serde(default)]
+    pub quant: Vec<Quant>,
+    #[serde(default)]
+    pub tools: Vec<Tool>,
 }
 
 impl Dataset {
     pub fn claim(&self, id: &str) -> Option<&Claim> {
         self.claims.iter().find(|c| c.id == id)
+    }
+    pub fn gpu(&self, id: &str) -> Option<&Gpu> {
+        self.gpus.iter().find(|g| g.id == id)
+    }
+    pub fn llm(&self, id: &str) -> Option<&Llm> {
+        self.llms.iter().find(|m| m.id == id)
+    }
+    pub fn diffusion_model(&self, id: &str) -> Option<&Diffusion> {
+        self.diffusion.iter().find(|m| m.id == id)
+    }
+    /// A quantization format by id; GGUF names match case-insensitively (`q8_0` = `Q8_0`).
+    pub fn quant(&self, id: &str) -> Option<&Quant> {
+        self.quant.iter().find(|q| q.id == id).or_else(|| self.quant.iter().find(|q| q.id.eq_ignore_ascii_case(id)))
+    }
+    pub fn tool(&self, id: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.id == id)
     }
 
     /// The built JSON document.

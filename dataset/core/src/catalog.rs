@@ -1,0 +1,263 @@
+//! The catalogs the claims talk about: GPUs, LLMs, diffusion models, quantization formats, tools,
+//! and the seed articles. Field names are those of the TOML files (dataset/README.md).
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Source, Text};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Segment {
+    Desktop,
+    Laptop,
+    Workstation,
+    Datacenter,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    pub id: String,
+    pub name: String,
+    pub segment: Segment,
+    pub architecture: String,
+    pub compute_capability: String,
+    /// The vendor's nominal capacity, in the vendor's "GB" (for GPU memory these are GiB).
+    pub memory_gb: f64,
+    pub memory_type: String,
+    pub bus_width_bits: u32,
+    /// GB/s as the vendor states it; absent where the vendor gives none (laptop parts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_gbs: Option<f64>,
+    pub interface: String,
+    pub source: Source,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Attention {
+    Mha,
+    Gqa,
+    Mla,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Llm {
+    pub id: String,
+    pub name: String,
+    pub params: u64,
+    pub layers: u32,
+    pub hidden: u32,
+    pub intermediate: u32,
+    pub heads: u32,
+    pub kv_heads: u32,
+    pub head_dim: u32,
+    pub vocab: u32,
+    pub max_context: u64,
+    pub tied_embeddings: bool,
+    pub attention: Attention,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_params: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts_per_token: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_intermediate: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_experts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense_layers: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_lora_rank: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qk_rope_head_dim: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qk_nope_head_dim: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub v_head_dim: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q_lora_rank: Option<u32>,
+    pub source: Source,
+}
+
+impl Llm {
+    pub fn is_moe(&self) -> bool {
+        self.experts.unwrap_or(0) > 0
+    }
+
+    /// Parameters active per token (all of them for a dense model).
+    pub fn active(&self) -> u64 {
+        self.active_params.unwrap_or(self.params)
+    }
+
+    /// KV-cache elements per token over all layers (MLA caches the compressed latent and the
+    /// shared rotary key instead of per-head keys and values).
+    pub fn kv_elements_per_token(&self) -> u64 {
+        let layers = self.layers as u64;
+        match self.attention {
+            Attention::Mla => {
+                layers * (self.kv_lora_rank.unwrap_or(0) as u64 + self.qk_rope_head_dim.unwrap_or(0) as u64)
+            }
+            _ => 2 * layers * self.kv_heads as u64 * self.head_dim as u64,
+        }
+    }
+
+    /// A numeric field by its catalog name (used by derivations).
+    pub fn field(&self, name: &str) -> Option<f64> {
+        let v = match name {
+            "params" => Some(self.params as f64),
+            "active_params" => Some(self.active() as f64),
+            "layers" => Some(self.layers as f64),
+            "hidden" => Some(self.hidden as f64),
+            "intermediate" => Some(self.intermediate as f64),
+            "heads" => Some(self.heads as f64),
+            "kv_heads" => Some(self.kv_heads as f64),
+            "head_dim" => Some(self.head_dim as f64),
+            "vocab" => Some(self.vocab as f64),
+            "max_context" => Some(self.max_context as f64),
+            "experts" => self.experts.map(f64::from),
+            "experts_per_token" => self.experts_per_token.map(f64::from),
+            "moe_intermediate" => self.moe_intermediate.map(f64::from),
+            "shared_experts" => self.shared_experts.map(f64::from),
+            "dense_layers" => self.dense_layers.map(f64::from),
+            "kv_lora_rank" => self.kv_lora_rank.map(f64::from),
+            "qk_rope_head_dim" => self.qk_rope_head_dim.map(f64::from),
+            "qk_nope_head_dim" => self.qk_nope_head_dim.map(f64::from),
+            "v_head_dim" => self.v_head_dim.map(f64::from),
+            "q_lora_rank" => self.q_lora_rank.map(f64::from),
+            _ => None,
+        };
+        v
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Modality {
+    Image,
+    Video,
+}
+
+/// Component roles of a diffusion pipeline.
+pub const COMPONENT_ROLES: [&str; 8] =
+    ["denoiser", "denoiser-2", "text-encoder", "text-encoder-2", "text-encoder-3", "vae", "image-encoder", "upsampler"];
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Component {
+    pub role: String,
+    pub name: String,
+    pub params: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heads: Option<u32>,
+    pub source: Source,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Diffusion {
+    pub id: String,
+    pub name: String,
+    pub modality: Modality,
+    pub latent_channels: u32,
+    pub spatial_compression: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temporal_compression: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch_size: Option<u32>,
+    pub components: Vec<Component>,
+    pub source: Source,
+}
+
+impl Diffusion {
+    pub fn component(&self, role: &str) -> Option<&Component> {
+        self.components.iter().find(|c| c.role == role)
+    }
+
+    pub fn total_params(&self) -> u64 {
+        self.components.iter().map(|c| c.params).sum()
+    }
+
+    pub fn field(&self, name: &str) -> Option<f64> {
+        match name {
+            "latent_channels" => Some(self.latent_channels as f64),
+            "spatial_compression" => Some(self.spatial_compression as f64),
+            "temporal_compression" => self.temporal_compression.map(f64::from),
+            "patch_size" => self.patch_size.map(f64::from),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QuantFamily {
+    Float,
+    Int,
+    GgufType,
+    GgufScheme,
+    Bnb,
+    Awq,
+    Gptq,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quant {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub family: QuantFamily,
+    /// Bits per weight, block scales included.
+    pub bits: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_elements: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_bytes: Option<u32>,
+    /// `bits` is an average over a mix of block types.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approx: bool,
+    pub source: Source,
+}
+
+impl Quant {
+    pub fn bytes_per_weight(&self) -> f64 {
+        self.bits / 8.0
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Flag {
+    pub name: String,
+    pub kind: String,
+    pub default: String,
+    pub effect: Text,
+    pub source: Source,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tool {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    #[serde(default)]
+    pub flags: Vec<Flag>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Seed {
+    pub file: String,
+    pub lang: crate::Lang,
+    pub title: String,
+    pub publisher: String,
+    pub date: String,
+}

@@ -1,0 +1,178 @@
+//! Invariants of the catalogs: ids, sources, internal consistency of each entry.
+
+use std::collections::BTreeSet;
+
+use crate::catalog::*;
+use crate::check::{check_source, Problem};
+use crate::{Dataset, Lang, SourceKind};
+
+fn id_ok(id: &str) -> bool {
+    !id.is_empty()
+        && !id.starts_with('-')
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+}
+
+fn catalog_source(s: &crate::Source) -> Vec<String> {
+    let mut out: Vec<String> = check_source(s).into_iter().map(|m| format!("source: {m}")).collect();
+    if matches!(s.kind, SourceKind::Derivation | SourceKind::Measurement) {
+        out.push("source: a catalog value needs a document (vendor spec, config, paper, code), not a derivation".into());
+    }
+    out
+}
+
+pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problems: &mut Vec<Problem>) {
+    let mut push = |kind: &'static str, id: &str, messages: Vec<String>| {
+        let f = file(kind, id);
+        for m in messages {
+            problems.push(Problem::of(&f, kind, Some(id), m));
+        }
+    };
+    let mut ids = BTreeSet::new();
+    for g in &ds.gpus {
+        let mut m = catalog_source(&g.source);
+        if !id_ok(&g.id) || g.id != g.id.to_ascii_lowercase() {
+            m.push("id must be lowercase letters, digits, '.', '-'".into());
+        }
+        if !(g.memory_gb > 0.0 && g.memory_gb <= 1024.0) {
+            m.push(format!("memory_gb {} is implausible", g.memory_gb));
+        }
+        if let Some(bw) = g.bandwidth_gbs {
+            if !(bw > 10.0 && bw < 20_000.0) {
+                m.push(format!("bandwidth_gbs {bw} is implausible"));
+            }
+        }
+        let cc_ok = g.compute_capability.split_once('.').is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok());
+        if !cc_ok {
+            m.push(format!("compute_capability `{}` must look like 8.9", g.compute_capability));
+        }
+        if !ids.insert(("gpu", g.id.clone())) {
+            m.push("duplicate gpu id".into());
+        }
+        push("gpu", &g.id, m);
+    }
+    for l in &ds.llms {
+        let mut m = catalog_source(&l.source);
+        if !id_ok(&l.id) || l.id != l.id.to_ascii_lowercase() {
+            m.push("id must be lowercase letters, digits, '.', '-'".into());
+        }
+        if l.kv_heads == 0 || l.kv_heads > l.heads || l.heads % l.kv_heads != 0 {
+            m.push(format!("kv_heads {} must divide heads {}", l.kv_heads, l.heads));
+        }
+        if l.attention == Attention::Mha && l.kv_heads != l.heads {
+            m.push("attention = mha but kv_heads != heads".into());
+        }
+        if l.attention == Attention::Mla && (l.kv_lora_rank.is_none() || l.qk_rope_head_dim.is_none()) {
+            m.push("attention = mla needs kv_lora_rank and qk_rope_head_dim".into());
+        }
+        if l.is_moe() && (l.experts_per_token.is_none() || l.moe_intermediate.is_none() || l.active_params.is_none()) {
+            m.push("an MoE model needs experts_per_token, moe_intermediate and active_params".into());
+        }
+        if let Some(a) = l.active_params {
+            if a > l.params {
+                m.push("active_params exceeds params".into());
+            }
+        }
+        if l.params < 1_000_000 || l.layers == 0 || l.hidden == 0 || l.vocab == 0 {
+            m.push("params, layers, hidden and vocab must be positive (params as a full integer count)".into());
+        }
+        if !ids.insert(("model", l.id.clone())) {
+            m.push("duplicate model id".into());
+        }
+        push("llm", &l.id, m);
+    }
+    for d in &ds.diffusion {
+        let mut m = catalog_source(&d.source);
+        if !id_ok(&d.id) || d.id != d.id.to_ascii_lowercase() {
+            m.push("id must be lowercase letters, digits, '.', '-'".into());
+        }
+        if d.component("denoiser").is_none() {
+            m.push("needs a component with role `denoiser`".into());
+        }
+        if d.modality == Modality::Video && d.temporal_compression.is_none() {
+            m.push("a video model needs temporal_compression".into());
+        }
+        let mut roles = BTreeSet::new();
+        for c in &d.components {
+            if !COMPONENT_ROLES.contains(&c.role.as_str()) {
+                m.push(format!("component role `{}` is not one of {}", c.role, COMPONENT_ROLES.join(", ")));
+            }
+            if !roles.insert(c.role.clone()) {
+                m.push(format!("two components with role `{}`", c.role));
+            }
+            if c.params < 1000 {
+                m.push(format!("component `{}`: params must be a full integer count", c.role));
+            }
+            m.extend(catalog_source(&c.source).into_iter().map(|s| format!("component `{}`: {s}", c.role)));
+        }
+        if !ids.insert(("model", d.id.clone())) {
+            m.push("duplicate model id (LLM and diffusion ids share one namespace)".into());
+        }
+        push("diffusion", &d.id, m);
+    }
+    for q in &ds.quant {
+        let mut m = catalog_source(&q.source);
+        if !id_ok(&q.id) {
+            m.push("id must be letters, digits, '.', '-', '_'".into());
+        }
+        if !(q.bits > 0.0 && q.bits <= 32.0) {
+            m.push(format!("bits {} is implausible", q.bits));
+        }
+        if q.family == QuantFamily::GgufType {
+            match (q.block_elements, q.block_bytes) {
+                (Some(n), Some(b)) if n > 0 => {
+                    let bits = b as f64 * 8.0 / n as f64;
+                    if (bits - q.bits).abs() > 1e-9 {
+                        m.push(format!("bits {} != block_bytes*8/block_elements = {bits}", q.bits));
+                    }
+                }
+                _ => m.push("a GGUF type needs block_elements and block_bytes".into()),
+            }
+        }
+        if !ids.insert(("quant", q.id.to_ascii_lowercase())) && q.family != QuantFamily::GgufType {
+            // q8_0 (KV cache name) and Q8_0 (weight type) may coexist only as the same numbers.
+            if let Some(other) = ds.quant.iter().find(|o| o.id != q.id && o.id.eq_ignore_ascii_case(&q.id)) {
+                if (other.bits - q.bits).abs() > 1e-9 {
+                    m.push(format!("`{}` and `{}` differ only in case but have different bits", q.id, other.id));
+                }
+            } else {
+                m.push("duplicate quant id".into());
+            }
+        }
+        push("quant", &q.id, m);
+    }
+    for t in &ds.tools {
+        let mut m = Vec::new();
+        if !id_ok(&t.id) || t.id != t.id.to_ascii_lowercase() {
+            m.push("id must be lowercase letters, digits, '.', '-'".into());
+        }
+        if t.version.trim().is_empty() {
+            m.push("version is empty (what the flags were read at)".into());
+        }
+        let mut names = BTreeSet::new();
+        for f in &t.flags {
+            if !names.insert(f.name.clone()) {
+                m.push(format!("flag `{}` listed twice", f.name));
+            }
+            if !["cli", "env", "config", "api"].contains(&f.kind.as_str()) {
+                m.push(format!("flag `{}`: kind `{}` is not cli, env, config or api", f.name, f.kind));
+            }
+            for l in Lang::ALL {
+                if f.effect.get(l).trim().is_empty() {
+                    m.push(format!("flag `{}`: effect is empty in {}", f.name, l.code()));
+                }
+            }
+            m.extend(catalog_source(&f.source).into_iter().map(|s| format!("flag `{}`: {s}", f.name)));
+        }
+        if !ids.insert(("tool", t.id.clone())) {
+            m.push("duplicate tool id".into());
+        }
+        push("tool", &t.id, m);
+    }
+    for s in &ds.seeds {
+        let mut m = Vec::new();
+        if !ids.insert(("seed", s.file.clone())) {
+            m.push("duplicate seed".into());
+        }
+        push("seed", &s.file, m);
+    }
+}
