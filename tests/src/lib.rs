@@ -1,6 +1,8 @@
 //! Helpers for the end-to-end tests: the real binaries, a real `dataset serve` on 127.0.0.1 with a
 //! real SQLite file, and a small WebDriver client for Debian's chromium through chromedriver.
 
+pub mod data;
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

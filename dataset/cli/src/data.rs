@@ -49,7 +49,17 @@ pub fn load_checked(dir: &Path) -> Result<Loaded, String> {
 
 pub fn check(dir: &Path) -> Result<(), String> {
     let loaded = load_checked(dir)?;
-    println!("dataset check: {} claims OK", loaded.dataset.claims.len());
+    let d = &loaded.dataset;
+    println!(
+        "dataset check: OK: {} claims, {} GPUs, {} LLMs, {} diffusion models, {} quantization formats, {} tools, {} seeds",
+        d.claims.len(),
+        d.gpus.len(),
+        d.llms.len(),
+        d.diffusion.len(),
+        d.quant.len(),
+        d.tools.len(),
+        d.seeds.len()
+    );
     Ok(())
 }
 
@@ -60,5 +70,43 @@ pub fn build(dir: &Path, out: &Path) -> Result<(), String> {
     let path = data_dir.join("dataset.json");
     std::fs::write(&path, loaded.dataset.to_json()).map_err(|e| format!("{}: {e}", path.display()))?;
     println!("dataset build: {} claims -> {}", loaded.dataset.claims.len(), path.display());
+    Ok(())
+}
+
+/// `dataset claims`: every claim, as a table or (with `json`) the JSON array whose elements carry
+/// `id`, `topic`, `verdict`, `statement`, `correction` (or null), `value`, `conditions`, `origins`
+/// (`seed` or `url`, `locator`), `sources`, `note` and `history`.
+pub fn claims(dir: &Path, json: bool) -> Result<(), String> {
+    let loaded = load_checked(dir)?;
+    if json {
+        let claims: Vec<serde_json::Value> = loaded
+            .dataset
+            .claims
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).expect("claims serialize");
+                let obj = v.as_object_mut().expect("a claim is an object");
+                for key in ["correction", "value"] {
+                    obj.entry(key).or_insert(serde_json::Value::Null);
+                }
+                for key in ["origins", "conditions"] {
+                    obj.entry(key).or_insert_with(|| if key == "origins" { serde_json::json!([]) } else { serde_json::json!({}) });
+                }
+                v
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&claims).expect("json"));
+    } else {
+        let width = loaded.dataset.claims.iter().map(|c| c.id.len()).max().unwrap_or(2);
+        for c in &loaded.dataset.claims {
+            println!("{:<width$}  {:<12}  {:<13}  {}", c.id, c.verdict.code(), c.topic, c.statement.en);
+        }
+        let mut counts = std::collections::BTreeMap::new();
+        for c in &loaded.dataset.claims {
+            *counts.entry(c.verdict.code()).or_insert(0) += 1;
+        }
+        let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        println!("{} claims: {}", loaded.dataset.claims.len(), summary.join(", "));
+    }
     Ok(())
 }

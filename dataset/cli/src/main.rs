@@ -33,6 +33,14 @@ enum Command {
         #[arg(long, default_value_os_t = serve::default_site_dir())]
         out: PathBuf,
     },
+    /// List the claims (a table, or with --json the full JSON array).
+    Claims {
+        #[arg(long, default_value_os_t = data::default_data_dir())]
+        data: PathBuf,
+        /// Print every claim as a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the built site and the API on a local address.
     Serve {
         /// Address to listen on (port 0 picks a free one).
@@ -52,6 +60,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check { data } => data::check(&data),
         Command::Build { data, out } => data::build(&data, &out),
+        Command::Claims { data, json } => data::claims(&data, json),
         Command::Serve { addr, db, site } => serve::run(addr, &db, &site),
     };
     match result {

@@ -104,6 +104,46 @@ impl Llm {
         }
     }
 
+    /// Parameters counted from the architecture: embeddings, attention, MLP or experts, norms and
+    /// the output head (unless tied). Biases and small extras (attention sinks) are left out, so
+    /// this lands within a fraction of a percent of the published count for text-only models.
+    pub fn architecture_params(&self) -> u64 {
+        let h = self.hidden as u64;
+        let heads = self.heads as u64;
+        let embed = self.vocab as u64 * h;
+        let head = if self.tied_embeddings { 0 } else { embed };
+        let attention = match self.attention {
+            Attention::Mla => {
+                let rope = self.qk_rope_head_dim.unwrap_or(0) as u64;
+                let nope = self.qk_nope_head_dim.unwrap_or(self.head_dim) as u64;
+                let v = self.v_head_dim.unwrap_or(self.head_dim) as u64;
+                let kv_rank = self.kv_lora_rank.unwrap_or(0) as u64;
+                let q = match self.q_lora_rank.unwrap_or(0) as u64 {
+                    0 => h * heads * (nope + rope),
+                    r => h * r + r + r * heads * (nope + rope),
+                };
+                q + h * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v) + heads * v * h
+            }
+            _ => {
+                let d = self.head_dim as u64;
+                h * heads * d + 2 * h * self.kv_heads as u64 * d + heads * d * h
+            }
+        };
+        let dense_mlp = 3 * h * self.intermediate as u64;
+        let layers = self.layers as u64;
+        let mlp_total = if self.is_moe() {
+            let dense_layers = self.dense_layers.unwrap_or(0) as u64;
+            let e = self.experts.unwrap_or(0) as u64;
+            let mi = self.moe_intermediate.unwrap_or(self.intermediate) as u64;
+            let shared = self.shared_experts.unwrap_or(0) as u64;
+            let moe = e * 3 * h * mi + h * e + shared * 3 * h * mi;
+            dense_layers * dense_mlp + (layers - dense_layers) * moe
+        } else {
+            layers * dense_mlp
+        };
+        embed + head + layers * (attention + 2 * h) + mlp_total + h
+    }
+
     /// A numeric field by its catalog name (used by derivations).
     pub fn field(&self, name: &str) -> Option<f64> {
         let v = match name {

@@ -1,0 +1,68 @@
+//! The real data files, loaded through the core exactly as `dataset check` does.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use headroom_core::load::{load, Loaded};
+
+/// Every file under dataset/data (relative paths with '/').
+pub fn data_files() -> Vec<(String, String)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') || name == "README.md" {
+                continue;
+            }
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+                out.push((rel, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    let root = crate::repo_root().join("dataset/data");
+    let mut out = Vec::new();
+    walk(&root, &root, &mut out);
+    out
+}
+
+/// The loaded, checked dataset (panics with every problem listed when the data is broken).
+pub fn loaded() -> &'static Loaded {
+    static LOADED: OnceLock<Loaded> = OnceLock::new();
+    LOADED.get_or_init(|| match load(&data_files()) {
+        Ok(l) => l,
+        Err(problems) => {
+            panic!("the data does not pass the checks:\n{}", problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))
+        }
+    })
+}
+
+/// Recomputes a derived claim from the catalogs; fails with the claim's numbers on a mismatch.
+pub fn assert_derivation(id: &str) {
+    // Load without the global checks so that one broken claim does not hide which one it is.
+    let ds = match load(&data_files()) {
+        Ok(l) => l.dataset,
+        Err(problems) => {
+            let mine: Vec<String> = problems.iter().filter(|p| p.id.as_deref() == Some(id)).map(|p| p.to_string()).collect();
+            assert!(mine.is_empty(), "{}", mine.join("\n"));
+            panic!("the data has other problems (see `dataset check`); derived claim {id} could not be recomputed");
+        }
+    };
+    let claim = ds.claim(id).unwrap_or_else(|| panic!("no claim {id}"));
+    let derivations: Vec<_> = claim.sources.iter().filter(|s| s.kind == headroom_core::SourceKind::Derivation).collect();
+    assert!(!derivations.is_empty(), "{id} has no derivation source");
+    for s in derivations {
+        let compute = s.compute.as_deref().expect("compute");
+        let got = headroom_core::derive::evaluate(compute, &ds).unwrap_or_else(|e| panic!("{id}: {compute}: {e}"));
+        let expect = s.expect.expect("expect");
+        let tol = s.tolerance.unwrap_or(headroom_core::check::DERIVATION_TOLERANCE);
+        assert!(
+            headroom_core::derive::close(got, expect, tol),
+            "{id}: {compute} = {got} {}, expected {expect} (±{tol})",
+            s.unit.as_deref().unwrap_or("")
+        );
+        assert_eq!(headroom_core::check::derivation_problem(claim, s, &ds), None, "{id}");
+    }
+}

@@ -1,0 +1,40 @@
+//! The real dataset: it passes every check, and every derived claim recomputes (one test each).
+
+use headroom_core::{Lang, SourceKind, Verdict};
+use headroom_e2e::data::loaded;
+
+include!(concat!(env!("OUT_DIR"), "/derived_tests.rs"));
+
+#[test]
+fn the_data_passes_every_check() {
+    let ds = &loaded().dataset;
+    assert!(!ds.claims.is_empty());
+}
+
+#[test]
+fn one_generated_test_per_derived_claim() {
+    let ds = &loaded().dataset;
+    let derived = ds.claims.iter().filter(|c| c.sources.iter().any(|s| s.kind == SourceKind::Derivation)).count();
+    assert_eq!(derived, DERIVED_CLAIMS, "tests/build.rs saw a different number of derived claims");
+}
+
+#[test]
+fn every_claim_reads_in_every_language_and_corrections_where_needed() {
+    for c in &loaded().dataset.claims {
+        for l in Lang::ALL {
+            assert!(!c.statement.get(l).trim().is_empty(), "{} {}", c.id, l.code());
+        }
+        let needs = matches!(c.verdict, Verdict::Qualified | Verdict::Contradicted);
+        assert_eq!(c.correction.is_some(), needs, "{}: correction presence vs verdict {:?}", c.id, c.verdict);
+    }
+}
+
+#[test]
+fn translations_are_not_copies_of_the_english() {
+    for c in &loaded().dataset.claims {
+        for l in [Lang::Pt, Lang::Es, Lang::Zh, Lang::It] {
+            assert_ne!(c.statement.get(l), c.statement.en, "{}: {} statement is the English text", c.id, l.code());
+            assert_ne!(c.note.get(l), c.note.en, "{}: {} note is the English text", c.id, l.code());
+        }
+    }
+}
