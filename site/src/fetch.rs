@@ -1,10 +1,8 @@
-//! Loading the built data (`/data/dataset.json`, written by `dataset build`).
+//! Loading the built data (`/data/<lang>.json`, written by `dataset build`).
 
-use headroom_core::Dataset;
+use headroom_core::{Dataset, Lang};
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
-
-pub type DatasetResource = leptos::prelude::LocalResource<Result<Dataset, String>>;
 
 async fn text(url: &str) -> Result<String, String> {
     let window = web_sys::window().ok_or("no window")?;
@@ -17,7 +15,9 @@ async fn text(url: &str) -> Result<String, String> {
     body.as_string().ok_or_else(|| format!("{url}: body is not text"))
 }
 
-pub async fn dataset() -> Result<Dataset, String> {
-    let body = text("/data/dataset.json").await?;
-    Dataset::from_json(&body).map_err(|e| format!("/data/dataset.json: {e}"))
+/// The compact dataset for one language (`dataset build` writes `/data/<lang>.json`).
+pub async fn dataset(lang: Lang) -> Result<Dataset, String> {
+    let url = format!("/data/{}.json", lang.code());
+    let body = text(&url).await?;
+    Dataset::from_json(&body).map_err(|e| format!("{url}: {e}"))
 }

@@ -22,9 +22,6 @@ fn console_error_panic_hook_lite() {
 
 #[component]
 fn App() -> impl IntoView {
-    // The dataset is fetched once and shared by every page.
-    let dataset = LocalResource::new(fetch::dataset);
-    provide_context(dataset);
     view! {
         <Router>
             <Routes fallback=pages::NotFound>

@@ -7,7 +7,6 @@ use leptos::prelude::*;
 use leptos_router::components::Redirect;
 use leptos_router::hooks::{use_location, use_params_map};
 
-use crate::fetch::DatasetResource;
 
 /// localStorage key holding the language the reader picked.
 const LANG_KEY: &str = "headroom.lang";
@@ -117,7 +116,7 @@ fn featured(claims: &[Claim]) -> Option<&Claim> {
 
 #[component]
 fn FeaturedClaim(lang: Lang) -> impl IntoView {
-    let dataset = expect_context::<DatasetResource>();
+    let dataset = LocalResource::new(move || crate::fetch::dataset(lang));
     view! {
         <section class="card" id="claim-card" aria-live="polite">
             <h2>{t(lang, k::HOME_CLAIM_HEADING)}</h2>
@@ -175,7 +174,7 @@ fn ClaimSummary(lang: Lang, claim: Claim) -> impl IntoView {
                     </ul>
                 </dd>
                 <dt>{t(lang, k::CLAIM_ORIGIN)}</dt>
-                <dd>{claim.origins.iter().map(|o| format!("{} ({})", o.who, o.locator)).collect::<Vec<_>>().join("; ")}</dd>
+                <dd>{claim.origins.iter().map(|o| format!("{} ({})", o.seed.as_deref().or(o.url.as_deref()).unwrap_or(""), o.locator)).collect::<Vec<_>>().join("; ")}</dd>
             </dl>
         </article>
     }

@@ -31,6 +31,13 @@ fn serves_health_the_site_and_the_data() {
     assert_eq!(status, 200);
     let ds = headroom_core::Dataset::from_json(&body).expect("built data parses with the core");
     assert!(!ds.claims.is_empty());
+    // The per-language files carry the same claims with only that language's texts.
+    let (status, _, body) = get(&format!("{}/data/zh.json", server.url));
+    assert_eq!(status, 200);
+    let zh = headroom_core::Dataset::from_json(&body).unwrap();
+    assert_eq!(zh.claims.len(), ds.claims.len());
+    assert_eq!(zh.claims[0].statement.zh, ds.claims[0].statement.zh);
+    assert!(zh.claims[0].statement.en.is_empty() && zh.claims[0].note.pt.is_empty());
 
     let (status, _, _) = get(&format!("{}/no-such-file.js", server.url));
     assert_eq!(status, 404);

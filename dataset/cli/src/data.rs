@@ -69,7 +69,17 @@ pub fn build(dir: &Path, out: &Path) -> Result<(), String> {
     std::fs::create_dir_all(&data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
     let path = data_dir.join("dataset.json");
     std::fs::write(&path, loaded.dataset.to_json()).map_err(|e| format!("{}: {e}", path.display()))?;
-    println!("dataset build: {} claims -> {}", loaded.dataset.claims.len(), path.display());
+    // One compact file per language: what the app loads.
+    for lang in headroom_core::Lang::ALL {
+        let p = data_dir.join(format!("{}.json", lang.code()));
+        std::fs::write(&p, loaded.dataset.for_lang(lang).to_json()).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    println!(
+        "dataset build: {} claims -> {} (all languages) and {}/{{pt,es,zh,it,en}}.json",
+        loaded.dataset.claims.len(),
+        path.display(),
+        data_dir.display()
+    );
     Ok(())
 }
 

@@ -250,6 +250,36 @@ impl Dataset {
         self.tools.iter().find(|t| t.id == id)
     }
 
+    /// The same dataset with every text kept only in `lang` (the others empty): what the site
+    /// loads for one language.
+    pub fn for_lang(&self, lang: Lang) -> Dataset {
+        let keep = |t: &mut Text| {
+            let kept = t.get(lang).to_string();
+            *t = Text { pt: String::new(), es: String::new(), zh: String::new(), it: String::new(), en: String::new() };
+            match lang {
+                Lang::Pt => t.pt = kept,
+                Lang::Es => t.es = kept,
+                Lang::Zh => t.zh = kept,
+                Lang::It => t.it = kept,
+                Lang::En => t.en = kept,
+            }
+        };
+        let mut ds = self.clone();
+        for c in &mut ds.claims {
+            keep(&mut c.statement);
+            keep(&mut c.note);
+            if let Some(t) = c.correction.as_mut() {
+                keep(t);
+            }
+        }
+        for t in &mut ds.tools {
+            for f in &mut t.flags {
+                keep(&mut f.effect);
+            }
+        }
+        ds
+    }
+
     /// The built JSON document.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("dataset serializes")
@@ -257,5 +287,38 @@ impl Dataset {
 
     pub fn from_json(text: &str) -> Result<Dataset, serde_json::Error> {
         serde_json::from_str(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn for_lang_keeps_one_language() {
+        let t = |s: &str| Text { pt: format!("{s}-pt"), es: format!("{s}-es"), zh: format!("{s}-zh"), it: format!("{s}-it"), en: format!("{s}-en") };
+        let claim = Claim {
+            id: "c".into(),
+            topic: "allocator".into(),
+            statement: t("s"),
+            value: None,
+            conditions: Default::default(),
+            models: vec![],
+            gpus: vec![],
+            tools: vec![],
+            related: vec![],
+            origins: vec![],
+            sources: vec![],
+            verdict: Verdict::Contradicted,
+            note: t("n"),
+            correction: Some(t("c")),
+            history: vec![],
+        };
+        let ds = Dataset { claims: vec![claim], ..Default::default() };
+        let it = ds.for_lang(Lang::It);
+        let c = &it.claims[0];
+        assert_eq!((c.statement.it.as_str(), c.note.it.as_str(), c.correction.as_ref().unwrap().it.as_str()), ("s-it", "n-it", "c-it"));
+        assert!(c.statement.en.is_empty() && c.statement.zh.is_empty() && c.note.pt.is_empty());
+        assert_eq!(Dataset::from_json(&it.to_json()).unwrap(), it);
     }
 }
