@@ -31,6 +31,9 @@ pub struct Gpu {
     pub bandwidth_gbs: Option<f64>,
     pub interface: String,
     pub source: Source,
+    /// Further documents for values the main source does not state (e.g. compute capability).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_sources: Vec<Source>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

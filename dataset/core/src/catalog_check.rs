@@ -30,6 +30,9 @@ pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problem
     let mut ids = BTreeSet::new();
     for g in &ds.gpus {
         let mut m = catalog_source(&g.source);
+        for (i, s) in g.extra_sources.iter().enumerate() {
+            m.extend(catalog_source(s).into_iter().map(|x| format!("extra_sources[{i}] {x}")));
+        }
         if !id_ok(&g.id) || g.id != g.id.to_ascii_lowercase() {
             m.push("id must be lowercase letters, digits, '.', '-'".into());
         }
