@@ -77,6 +77,7 @@ def training_cases():
         ("llama-3.2-1b", "full", "mixed-bf16", "adamw", 2048, 4, False),
         ("llama-3.2-1b", "full", "mixed-bf16", "adamw", 2048, 4, True),
         ("llama-3.2-1b", "full", "bf16", "adamw", 2048, 1, False),
+        ("llama-3.2-1b", "full", "bf16", "adamw", 2048, 1, True),
         ("llama-3.2-1b", "full", "bf16", "adamw", 4096, 2, True),
         ("llama-3.2-1b", "full", "bf16", "sgd", 2048, 1, False),
         ("llama-3.2-1b", "full", "fp32", "adamw", 1024, 1, False),
@@ -85,6 +86,10 @@ def training_cases():
         ("llama-3.1-8b", "lora", "bf16", "adamw", 2048, 1, False),
         ("llama-3.1-8b", "lora", "bf16", "adamw", 2048, 1, True),
         ("llama-3.1-8b", "lora", "bf16", "adamw", 4096, 2, True),
+        ("llama-3.2-3b", "full", "bf16", "adamw", 2048, 1, False),
+        ("llama-3.2-3b", "full", "bf16", "adamw", 2048, 2, True),
+        ("llama-3.2-3b", "lora", "bf16", "adamw", 4096, 1, False),
+        ("qwen3-8b", "full", "bf16", "adamw", 1024, 1, False),
         ("qwen3-8b", "full", "bf16", "adamw", 1024, 1, True),
     ]
     for model, method, precision, optimizer, seq, batch, gc_on in runs:
@@ -298,16 +303,39 @@ def run_train(torch, model, w, state):
     model.train()
     ids = torch.randint(100, 1000, (w["batch"], w["seq"]), device="cuda")
     steps = 2  # the optimizer states appear at the first step; the second shows the steady state
-    for _ in range(steps):
-        if prec == "mixed-bf16":
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
-        else:
-            loss = model(input_ids=ids, labels=ids, use_cache=False).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    phases = []
+    overall = 0
+    overall_r = 0
+
+    def phase(step, name, fn):
+        # Peak of one phase: the counters are reset at its start; the overall peak is kept aside.
+        nonlocal overall, overall_r
+        overall = max(overall, torch.cuda.max_memory_allocated())
+        overall_r = max(overall_r, torch.cuda.max_memory_reserved())
+        torch.cuda.reset_peak_memory_stats()
+        start = torch.cuda.memory_allocated()
+        out = fn()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+        overall = max(overall, peak)
+        overall_r = max(overall_r, torch.cuda.max_memory_reserved())
+        phases.append({"step": step, "phase": name, "start": start, "peak": peak, "end": torch.cuda.memory_allocated()})
+        return out
+
+    for step in range(steps):
+        def forward():
+            if prec == "mixed-bf16":
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    return model(input_ids=ids, labels=ids, use_cache=False).loss
+            return model(input_ids=ids, labels=ids, use_cache=False).loss
+        loss = phase(step, "forward", forward)
+        phase(step, "backward", loss.backward)
         del loss
+        phase(step, "step", opt.step)
+        phase(step, "zero_grad", lambda: opt.zero_grad(set_to_none=True))
+    state["overall_peak"] = overall
+    state["overall_peak_reserved"] = overall_r
+    return {"steps": steps, "phases": phases}
     return {"steps": steps}
 
 
@@ -478,8 +506,8 @@ def run_group(group, out_path):
             rec["error"] = f"{type(e).__name__}: {e}"
             rec["traceback"] = traceback.format_exc()[-2000:]
         rec["seconds"] = round(time.time() - t1, 3)
-        rec["peak_allocated"] = torch.cuda.max_memory_allocated()
-        rec["peak_reserved"] = torch.cuda.max_memory_reserved()
+        rec["peak_allocated"] = max(torch.cuda.max_memory_allocated(), state.pop("overall_peak", 0))
+        rec["peak_reserved"] = max(torch.cuda.max_memory_reserved(), state.pop("overall_peak_reserved", 0))
         rec["device_used_at_end"] = device_used(torch)
         stats = torch.cuda.memory_stats()
         rec["num_alloc_retries"] = stats.get("num_alloc_retries", 0)
