@@ -120,3 +120,79 @@ pub fn claims(dir: &Path, json: bool) -> Result<(), String> {
     }
     Ok(())
 }
+
+pub fn default_measurements_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../measurements/reference")
+}
+
+/// `dataset fit`: one JSON document per input workload (an array when the input is an array).
+pub fn fit(dir: &Path, input: &Path) -> Result<(), String> {
+    let text = if input.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| format!("stdin: {e}"))?;
+        s
+    } else {
+        std::fs::read_to_string(input).map_err(|e| format!("{}: {e}", input.display()))?
+    };
+    let is_array = text.trim_start().starts_with('[');
+    let workloads = headroom_core::fit::parse_input(&text)?;
+    let loaded = load_checked(dir)?;
+    let mut out = Vec::new();
+    for (i, w) in workloads.iter().enumerate() {
+        let f = headroom_core::fit::fit(&loaded.dataset, w).map_err(|e| if is_array { format!("workload [{i}]: {e}") } else { e })?;
+        out.push(serde_json::to_value(f).expect("fit serializes"));
+    }
+    let doc = if is_array { serde_json::Value::Array(out) } else { out.remove(0) };
+    println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
+    Ok(())
+}
+
+/// `dataset accuracy`: the table, and failure when a case is outside 5 % / 0.5 GiB.
+pub fn accuracy(dir: &Path, measurements: &Path, json: bool) -> Result<(), String> {
+    use headroom_core::fit::accuracy::{accuracy, parse_references};
+    let loaded = load_checked(dir)?;
+    let mut refs = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(measurements)
+        .map_err(|e| format!("{}: {e}", measurements.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    entries.sort();
+    for p in &entries {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        refs.extend(parse_references(&text).map_err(|e| format!("{}: {e}", p.display()))?);
+    }
+    let rows = accuracy(&loaded.dataset, &refs)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
+    } else {
+        const G: f64 = 1024.0 * 1024.0 * 1024.0;
+        println!("{:<52} {:>10} {:>10} {:>8} {:>9}   {:>10} {:>10}", "case", "measured", "predicted", "error", "GiB", "device", "predicted");
+        for r in &rows {
+            println!(
+                "{:<52} {:>10.3} {:>10.3} {:>+7.1}% {:>+9.3}   {:>10.3} {:>10.3}{}",
+                r.id,
+                r.measured_allocated as f64 / G,
+                r.predicted_allocated as f64 / G,
+                r.error * 100.0,
+                r.error_bytes as f64 / G,
+                r.measured_device as f64 / G,
+                r.predicted_device as f64 / G,
+                if r.within_tolerance { "" } else { "  OUT OF TOLERANCE" }
+            );
+        }
+        for kind in ["llm-inference", "training", "diffusion"] {
+            if let Some(w) = rows.iter().filter(|r| r.kind == kind).max_by(|a, b| a.error.abs().partial_cmp(&b.error.abs()).unwrap()) {
+                let n = rows.iter().filter(|r| r.kind == kind).count();
+                println!("{kind}: {n} cases, worst {} {:+.1}% ({:+.3} GiB)", w.id, w.error * 100.0, w.error_bytes as f64 / G);
+            }
+        }
+    }
+    let bad: Vec<&str> = rows.iter().filter(|r| !r.within_tolerance).map(|r| r.id.as_str()).collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} case(s) outside 5 % / 0.5 GiB: {}", bad.len(), bad.join(", ")))
+    }
+}

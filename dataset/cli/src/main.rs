@@ -41,6 +41,25 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Size a workload: peak memory, its breakdown with claims, GPUs it fits, levers.
+    Fit {
+        /// A JSON file with one workload or an array of them; `-` reads standard input.
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long, default_value_os_t = data::default_data_dir())]
+        data: PathBuf,
+    },
+    /// Predicted vs measured peak for every reference run, with the error of each.
+    Accuracy {
+        #[arg(long, default_value_os_t = data::default_data_dir())]
+        data: PathBuf,
+        /// Folder of reference runs (JSON lines from dataset/measurements/harness).
+        #[arg(long, default_value_os_t = data::default_measurements_dir())]
+        measurements: PathBuf,
+        /// Print the rows as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the built site and the API on a local address.
     Serve {
         /// Address to listen on (port 0 picks a free one).
@@ -61,6 +80,8 @@ fn main() -> ExitCode {
         Command::Check { data } => data::check(&data),
         Command::Build { data, out } => data::build(&data, &out),
         Command::Claims { data, json } => data::claims(&data, json),
+        Command::Fit { input, data } => data::fit(&data, &input),
+        Command::Accuracy { data, measurements, json } => data::accuracy(&data, &measurements, json),
         Command::Serve { addr, db, site } => serve::run(addr, &db, &site),
     };
     match result {

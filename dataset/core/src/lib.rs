@@ -8,6 +8,7 @@ pub mod catalog;
 mod catalog_check;
 pub mod check;
 pub mod derive;
+pub mod fit;
 pub mod lang;
 pub mod model;
 

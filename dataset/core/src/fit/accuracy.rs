@@ -1,0 +1,67 @@
+//! Predicted vs measured for every reference run (dataset/measurements/reference/*.jsonl).
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+/// One reference run, as the harness writes it (other fields are ignored).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Reference {
+    pub id: String,
+    pub workload: serde_json::Value,
+    pub ok: bool,
+    pub peak_allocated: u64,
+    pub peak_reserved: u64,
+    pub device_used_at_end: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub id: String,
+    pub kind: String,
+    pub measured_allocated: u64,
+    pub predicted_allocated: u64,
+    /// (predicted − measured) / measured.
+    pub error: f64,
+    pub error_bytes: i64,
+    pub measured_device: u64,
+    pub predicted_device: u64,
+    pub within_tolerance: bool,
+}
+
+/// The tolerance: 5 % or 0.5 GiB, whichever is larger.
+pub fn tolerance(measured: u64) -> f64 {
+    (measured as f64 * 0.05).max(0.5 * GIB)
+}
+
+/// Parses JSON lines; a broken line is an error naming its number.
+pub fn parse_references(text: &str) -> Result<Vec<Reference>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .collect()
+}
+
+pub fn accuracy(ds: &Dataset, refs: &[Reference]) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    for r in refs.iter().filter(|r| r.ok) {
+        let w = Workload::from_value(&r.workload).map_err(|e| format!("{}: {e}", r.id))?;
+        let b = breakdown(ds, &w).map_err(|e| format!("{}: {e}", r.id))?;
+        let predicted = b.tensor_bytes();
+        let device: u64 = b.terms.iter().map(|t| t.bytes).sum();
+        let err_bytes = predicted as i64 - r.peak_allocated as i64;
+        rows.push(Row {
+            id: r.id.clone(),
+            kind: r.workload.get("kind").and_then(|k| k.as_str()).unwrap_or("?").to_string(),
+            measured_allocated: r.peak_allocated,
+            predicted_allocated: predicted,
+            error: err_bytes as f64 / r.peak_allocated as f64,
+            error_bytes: err_bytes,
+            measured_device: r.device_used_at_end,
+            predicted_device: device,
+            within_tolerance: (err_bytes.unsigned_abs() as f64) <= tolerance(r.peak_allocated),
+        });
+    }
+    Ok(rows)
+}

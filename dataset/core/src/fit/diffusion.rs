@@ -1,0 +1,200 @@
+//! Image and video diffusion: component weights, the denoiser's working set, the VAE decode, the
+//! text encoders; offload, block swap and tiled decoding change what is resident.
+
+use super::*;
+use crate::{Diffusion as Model, Modality};
+
+/// Text tokens that join the image tokens in the denoiser's joint attention (MMDiT-style models);
+/// cross-attention models (UNets, Wan) keep them apart.
+fn joint_text_tokens(id: &str) -> f64 {
+    if id.starts_with("flux") {
+        512.0 // T5 max_sequence_length of the FLUX.1-dev pipeline
+    } else if id.starts_with("sd-3.5") {
+        333.0 // 77 CLIP + 256 T5 tokens
+    } else if id.starts_with("hunyuanvideo") {
+        256.0 // the MLLM prompt length of the HunyuanVideo pipeline
+    } else {
+        0.0
+    }
+}
+
+fn is_unet(id: &str) -> bool {
+    id == "sd-1.5" || id == "sdxl"
+}
+
+fn default_cfg(id: &str) -> bool {
+    // FLUX.1 and HunyuanVideo are guidance-distilled: one denoiser pass per step.
+    !(id.starts_with("flux") || id.starts_with("hunyuanvideo"))
+}
+
+fn native_size(m: &Model) -> (u64, u64) {
+    match m.id.as_str() {
+        "sd-1.5" => (512, 512),
+        _ if m.modality == Modality::Video => (832, 480),
+        _ => (1024, 1024),
+    }
+}
+
+fn bytes_of(ds: &Dataset, fmt: &str, field: &str) -> Result<f64, String> {
+    Ok(quant(ds, fmt, field)?.bytes_per_weight())
+}
+
+pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String> {
+    let m = ds.diffusion_model(&d.model).ok_or_else(|| {
+        if ds.llm(&d.model).is_some() {
+            format!("field `model`: `{}` is an LLM; use \"kind\": \"llm-inference\" or \"training\"", d.model)
+        } else {
+            let known: Vec<&str> = ds.diffusion.iter().map(|m| m.id.as_str()).collect();
+            format!("field `model`: unknown diffusion model `{}` (one of: {})", d.model, known.join(", "))
+        }
+    })?;
+    let (nw, nh) = native_size(m);
+    let (w, h) = (d.width.unwrap_or(nw), d.height.unwrap_or(nh));
+    let sc = m.spatial_compression as u64;
+    if w == 0 || h == 0 || w % sc != 0 || h % sc != 0 {
+        return Err(format!("fields `width`/`height`: {w}×{h} must be positive multiples of {sc}"));
+    }
+    if d.batch == 0 {
+        return Err("field `batch`: must be at least 1".into());
+    }
+    let frames = match (m.modality, d.frames) {
+        (Modality::Video, Some(f)) if f >= 1 => f,
+        (Modality::Video, None) => 81,
+        (Modality::Video, Some(_)) => return Err("field `frames`: must be at least 1".into()),
+        (Modality::Image, Some(_)) => return Err(format!("field `frames`: `{}` makes images, not video", m.id)),
+        (Modality::Image, None) => 1,
+    };
+    let tc = m.temporal_compression.unwrap_or(1) as u64;
+    let latent_frames = ((frames - 1) / tc + 1) as f64;
+    let cfg = d.cfg.unwrap_or_else(|| default_cfg(&m.id));
+    let b_eff = (d.batch * if cfg { 2 } else { 1 }) as f64;
+    let den_fmt = quant(ds, &d.precision, "precision")?;
+    let compute_fmt = if den_fmt.family == crate::QuantFamily::Float { d.precision.clone() } else { "bf16".to_string() };
+    let te_fmt = d.text_encoder_precision.clone().unwrap_or_else(|| compute_fmt.clone());
+    let act_bytes = if compute_fmt == "fp32" { 4.0 } else { 2.0 };
+
+    let mut b = Breakdown::new();
+    let denoisers: Vec<&crate::Component> = m.components.iter().filter(|c| c.role.starts_with("denoiser")).collect();
+    let den = denoisers[0];
+    let den_weights_one = den.params as f64 * den_fmt.bytes_per_weight();
+    let den_layers = den.layers.unwrap_or(0);
+    if d.block_swap > 0 && (den_layers == 0 || d.block_swap >= den_layers) {
+        return Err(format!(
+            "field `block_swap`: {} blocks; `{}` has {} swappable blocks in the catalog",
+            d.block_swap, m.id, den_layers
+        ));
+    }
+    let swapped = if den_layers > 0 { d.block_swap as f64 / den_layers as f64 } else { 0.0 };
+    let den_resident = den_weights_one * (1.0 - swapped);
+
+    // The denoiser's working set for one step.
+    let lh = (h / sc) as f64;
+    let lw = (w / sc) as f64;
+    let den_act = if is_unet(&m.id) {
+        let per_px = claim_number(ds, if m.id == "sd-1.5" { "fit-unet-sd15-working-set" } else { "fit-unet-sdxl-working-set" })?;
+        b_eff * lh * lw * per_px * act_bytes / 2.0
+    } else {
+        let hidden = den.hidden.ok_or_else(|| format!("the catalog lacks the denoiser hidden size of `{}`", m.id))? as f64;
+        let p = m.patch_size.unwrap_or(2) as f64;
+        let tokens = latent_frames * (lh / p) * (lw / p) + joint_text_tokens(&m.id);
+        b_eff * tokens * claim_number(ds, "fit-dit-working-set")? * hidden * act_bytes
+    };
+    let den_claims: &[&str] = if m.id == "sd-1.5" {
+        &["fit-unet-sd15-working-set", "activations-scale-with-pixels"]
+    } else if is_unet(&m.id) {
+        &["fit-unet-sdxl-working-set", "activations-scale-with-pixels"]
+    } else {
+        &["fit-dit-working-set", "activations-scale-with-pixels"]
+    };
+
+    // VAE decode: the working set per decoded pixel, one chunk at a time.
+    let vae = m.component("vae");
+    let vae_weights = vae.map(|c| c.params as f64 * act_bytes).unwrap_or(0.0);
+    let px_per_image = (w * h) as f64;
+    let chunk_px = if m.modality == Modality::Video { px_per_image * tc as f64 } else { px_per_image * d.batch as f64 };
+    let chunk_px = if d.tiled_vae { chunk_px.min(claim_number(ds, "fit-tiled-vae-tile")?.powi(2)) } else { chunk_px };
+    let output = d.batch as f64 * frames as f64 * px_per_image * 3.0 * act_bytes;
+    let vae_act = chunk_px * claim_number(ds, "fit-vae-decode-working-set")? * act_bytes / 2.0 + output;
+    let vae_claims: &[&str] = if d.tiled_vae { &["fit-vae-decode-working-set", "comfyui-vae-decode-tiled"] } else { &["fit-vae-decode-working-set"] };
+
+    // Text encoders.
+    let te_weights: f64 = m
+        .components
+        .iter()
+        .filter(|c| c.role.starts_with("text-encoder"))
+        .map(|c| bytes_of(ds, &te_fmt, "text_encoder_precision").map(|bpw| c.params as f64 * bpw))
+        .sum::<Result<f64, String>>()?;
+    let te_act = te_weights * claim_number(ds, "fit-text-encoder-working-set")? / 100.0;
+    let te_on_gpu = d.text_encoders == Placement::Gpu;
+
+    let w_claims: &[&str] = &["flux-dev-weights-16bit-24gb-fp8-12gb", "checkpoint-file-size-vs-runtime-vram"];
+    match d.component {
+        Component::Denoiser => {
+            b.add("weights", den_resident, w_claims);
+            b.add("activations", den_act, den_claims);
+        }
+        Component::TextEncoder => {
+            b.add("text-encoder-weights", te_weights, &["flux-t5xxl-16bit-9.5gb-fp8-5gb"]);
+            b.add("activations", te_act, &["fit-text-encoder-working-set"]);
+        }
+        Component::VaeDecode => {
+            if vae.is_none() {
+                return Err(format!("the catalog has no VAE for `{}`", m.id));
+            }
+            b.add("vae-weights", vae_weights, &["fit-vae-decode-working-set"]);
+            b.add("activations", vae_act, vae_claims);
+        }
+        Component::Pipeline => {
+            if vae.is_none() {
+                b.notes.push(format!("the catalog has no VAE size for `{}`; the decode is not counted", m.id));
+            }
+            let all_denoisers = den_resident + denoisers.iter().skip(1).map(|c| c.params as f64 * den_fmt.bytes_per_weight()).sum::<f64>();
+            match d.offload {
+                Offload::None => {
+                    b.add("weights", all_denoisers, w_claims);
+                    if te_on_gpu {
+                        b.add("text-encoder-weights", te_weights, &["flux-t5xxl-16bit-9.5gb-fp8-5gb"]);
+                    }
+                    b.add("vae-weights", vae_weights, &["fit-vae-decode-working-set"]);
+                    let (act, claims) = [(den_act, den_claims), (vae_act, vae_claims), (if te_on_gpu { te_act } else { 0.0 }, &["fit-text-encoder-working-set"][..])]
+                        .into_iter()
+                        .fold((0.0, den_claims), |acc, x| if x.0 > acc.0 { x } else { acc });
+                    b.add("activations", act, claims);
+                }
+                Offload::Model | Offload::Sequential => {
+                    let per_layer = if den_layers > 0 { den_weights_one / den_layers as f64 } else { den_weights_one };
+                    let den_stage = if d.offload == Offload::Sequential { per_layer } else { den_resident };
+                    let stages = [
+                        ("denoiser", den_stage + den_act),
+                        ("vae-decode", vae_weights + vae_act),
+                        ("text-encoder", if te_on_gpu { te_weights + te_act } else { 0.0 }),
+                    ];
+                    let (stage, _) = stages.iter().copied().fold(("denoiser", 0.0), |a, s| if s.1 > a.1 { s } else { a });
+                    match stage {
+                        "denoiser" => {
+                            b.add("weights", den_stage, w_claims);
+                            b.add("activations", den_act, den_claims);
+                        }
+                        "vae-decode" => {
+                            b.add("vae-weights", vae_weights, &["fit-vae-decode-working-set"]);
+                            b.add("activations", vae_act, vae_claims);
+                        }
+                        _ => {
+                            b.add("text-encoder-weights", te_weights, &["flux-t5xxl-16bit-9.5gb-fp8-5gb"]);
+                            b.add("activations", te_act, &["fit-text-encoder-working-set"]);
+                        }
+                    }
+                    b.notes.push(format!("components move to the GPU one at a time; the peak is the {stage} stage"));
+                }
+            }
+        }
+    }
+    if d.block_swap > 0 {
+        b.notes.push(format!("{} of {} denoiser blocks live in system RAM and are copied in as needed (slower)", d.block_swap, den_layers));
+    }
+    b.add("workspace", claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
+    let resident: f64 = b.terms.iter().filter(|t| t.term.ends_with("weights")).map(|t| t.bytes as f64).sum();
+    let dynamic = b.tensor_bytes() as f64 - resident;
+    add_runtime(ds, &mut b, dynamic)?;
+    Ok(b)
+}

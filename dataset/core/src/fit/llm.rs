@@ -1,0 +1,139 @@
+//! LLM inference: weights, KV cache, the prefill working set, logits; per engine.
+
+use super::*;
+use crate::{Llm, QuantFamily};
+
+pub(crate) fn model<'a>(ds: &'a Dataset, id: &str) -> Result<&'a Llm, String> {
+    ds.llm(id).ok_or_else(|| {
+        if ds.diffusion_model(id).is_some() {
+            format!("field `model`: `{id}` is a diffusion model; use \"kind\": \"diffusion\"")
+        } else {
+            let known: Vec<&str> = ds.llms.iter().map(|m| m.id.as_str()).collect();
+            format!("field `model`: unknown LLM `{id}` (one of: {})", known.join(", "))
+        }
+    })
+}
+
+/// Parameters of the input embedding and output head.
+pub(crate) fn embedding_params(m: &Llm) -> f64 {
+    let e = m.vocab as f64 * m.hidden as f64;
+    if m.tied_embeddings { e } else { 2.0 * e }
+}
+
+/// Weight bytes in a format. AWQ/GPTQ checkpoints keep embeddings and the output head in 16 bit;
+/// GGUF schemes' bits are already an average over the whole file.
+pub(crate) fn weight_bytes(m: &Llm, q: &Quant) -> f64 {
+    let p = m.params as f64;
+    match q.family {
+        QuantFamily::Awq | QuantFamily::Gptq | QuantFamily::Bnb => {
+            let e = embedding_params(m);
+            (p - e) * q.bytes_per_weight() + e * 2.0
+        }
+        _ => p * q.bytes_per_weight(),
+    }
+}
+
+pub(crate) fn weight_claims(q: &Quant) -> Vec<&'static str> {
+    match (q.family, q.bits as u32) {
+        (QuantFamily::Float, 16..) => vec!["llm-weights-16bit-8b-32b-70b"],
+        (QuantFamily::Float, 8) => vec!["fp8-halves-weights-native-ada-hopper-blackwell", "llm-weights-8bit-8b-32b-70b"],
+        (QuantFamily::Awq | QuantFamily::Gptq, _) => vec!["awq-gptq-4bit-quarter-of-16bit"],
+        (_, 0..=6) => vec!["llm-weights-4bit-8b-32b-70b"],
+        _ => vec!["llm-weights-8bit-8b-32b-70b"],
+    }
+}
+
+/// Bytes per element of activations: 16-bit unless the weights are fp32.
+fn activation_bytes(q: &Quant) -> f64 {
+    if q.family == QuantFamily::Float && q.bits >= 32.0 { 4.0 } else { 2.0 }
+}
+
+/// Working set per token of one decoder layer's MLP at its peak, in elements: three
+/// intermediate-width tensors (gate after activation, up, their product) plus four hidden-width
+/// ones (residual stream, norm output, attention output, MLP output). MoE layers gather each
+/// token once per routed expert.
+pub(crate) fn prefill_elements_per_token(m: &Llm) -> f64 {
+    let h = m.hidden as f64;
+    if m.is_moe() {
+        let k = m.experts_per_token.unwrap_or(1) as f64;
+        let mi = m.moe_intermediate.unwrap_or(m.intermediate) as f64;
+        k * (3.0 * h + 3.0 * mi) + 4.0 * h
+    } else {
+        3.0 * m.intermediate as f64 + 4.0 * h
+    }
+}
+
+pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, String> {
+    let m = model(ds, &l.model)?;
+    let wq = quant(ds, &l.weights, "weights")?;
+    let kvq = quant(ds, &l.kv_cache, "kv_cache")?;
+    if l.context == 0 {
+        return Err("field `context`: must be at least 1 token".into());
+    }
+    if l.batch == 0 {
+        return Err("field `batch`: must be at least 1".into());
+    }
+    if l.context > m.max_context {
+        return Err(format!("field `context`: {} tokens is beyond {}'s maximum of {}", l.context, m.id, m.max_context));
+    }
+    let mut b = Breakdown::new();
+    let tokens = (l.context * l.batch) as f64;
+    let kv_per_token = m.kv_elements_per_token() as f64 * kvq.bytes_per_weight();
+    let ab = activation_bytes(wq);
+    let weights = weight_bytes(m, wq);
+    match l.engine {
+        Engine::Transformers => {
+            b.add("weights", weights, &weight_claims(wq));
+            if l.all_logits {
+                // One forward over every position; no cache; the logits of all positions are the peak.
+                b.add("logits", tokens * m.vocab as f64 * ab, &["fit-logits-all-positions"]);
+                b.add("activations", tokens * 2.0 * m.hidden as f64 * ab, &["fit-logits-all-positions"]);
+            } else {
+                b.add("kv-cache", kv_per_token * tokens, &["kv-cache-per-token-16bit", "kv-cache-grows-with-context-and-users"]);
+                b.add("activations", tokens * prefill_elements_per_token(m) * ab, &["fit-transformers-prefill-working-set"]);
+            }
+            b.add("workspace", claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
+            let dynamic = b.tensor_bytes() as f64 - weights;
+            add_runtime(ds, &mut b, dynamic)?;
+        }
+        Engine::Vllm => {
+            let util = match l.gpu_memory_utilization {
+                Some(u) if u > 0.0 && u <= 1.0 => u,
+                Some(u) => return Err(format!("field `gpu_memory_utilization`: {u} must be in (0, 1]")),
+                None => claim_number(ds, "fit-vllm-default-utilization")?,
+            };
+            b.add("weights", weights, &weight_claims(wq));
+            b.add("kv-cache", kv_per_token * tokens, &["vllm-max-seq-len-exceeds-kv-cache", "kv-cache-grows-with-context-and-users"]);
+            b.add("cuda-context", claim_number(ds, "fit-cuda-context-measured")?, &["fit-cuda-context-measured"]);
+            // vLLM takes `util` of the card and fills what is left after weights with KV blocks.
+            let needed: f64 = b.terms.iter().map(|t| t.bytes as f64).sum();
+            let card = needed / util;
+            b.add("gpu-memory-utilization-headroom", card - needed, &["vllm-gpu-memory-utilization-meaning"]);
+            b.notes.push(format!(
+                "vLLM reserves {util} of the card at start; the peak shown is the smallest card whose share holds the weights and a KV pool for {} tokens. On a bigger card vLLM fills the share with more KV blocks.",
+                l.context * l.batch
+            ));
+            b.notes.push("vLLM's profiling activations and CUDA graphs are not modelled yet; keep a few GiB of margin.".into());
+        }
+        Engine::LlamaCpp | Engine::Ollama => {
+            let layers = m.layers;
+            let on_gpu = l.gpu_layers.unwrap_or(layers).min(layers);
+            let share = on_gpu as f64 / layers as f64;
+            b.add("weights", weights * share, &weight_claims(wq));
+            b.add("kv-cache", kv_per_token * tokens * share, &["llamacpp-context-layers-kv-type", "kv-cache-grows-with-context-and-users"]);
+            let ubatch = claim_number(ds, "fit-llamacpp-ubatch")?;
+            // Compute buffer: one micro-batch through the widest layer plus its logits, in fp32.
+            b.add(
+                "compute-buffer",
+                ubatch * (m.vocab as f64 + prefill_elements_per_token(m)) * 4.0,
+                &["fit-llamacpp-ubatch"],
+            );
+            b.add("cuda-context", claim_number(ds, "fit-cuda-context-measured")?, &["fit-cuda-context-measured"]);
+            if on_gpu < layers {
+                b.notes.push(format!("{} of {} layers on the GPU; the rest run on the CPU, much slower.", on_gpu, layers));
+            }
+            b.notes.push("llama.cpp/Ollama numbers are computed from the formats and the architecture; no reference run backs them yet.".into());
+        }
+    }
+    Ok(b)
+}

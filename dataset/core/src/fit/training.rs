@@ -1,0 +1,174 @@
+//! Training: weights, gradients, optimizer states, saved activations, the loss's logits, and the
+//! three moments where the peak can fall (end of forward, start of backward, optimizer step).
+
+use super::llm::{embedding_params, model};
+use super::*;
+use crate::Llm;
+
+struct Precision {
+    /// Bytes per weight of the trained (master) weights.
+    weight: f64,
+    /// Bytes per activation element.
+    act: f64,
+    /// bf16 autocast over fp32 weights.
+    mixed: bool,
+}
+
+fn precision(p: &str) -> Result<Precision, String> {
+    Ok(match p {
+        "fp32" => Precision { weight: 4.0, act: 4.0, mixed: false },
+        "bf16" | "fp16" => Precision { weight: 2.0, act: 2.0, mixed: false },
+        "mixed-bf16" | "mixed-fp16" => Precision { weight: 4.0, act: 2.0, mixed: true },
+        other => return Err(format!("field `precision`: `{other}` is not fp32, bf16, fp16 or mixed-bf16")),
+    })
+}
+
+/// Trainable parameters of a LoRA adapter on every linear layer of every block.
+fn lora_params(m: &Llm, rank: f64) -> f64 {
+    let h = m.hidden as f64;
+    let q = (m.heads * m.head_dim) as f64;
+    let kv = (m.kv_heads * m.head_dim) as f64;
+    let i = m.intermediate as f64;
+    // q, k, v, o, gate, up, down: rank × (in + out) each.
+    let per_layer = rank * ((h + q) + 2.0 * (h + kv) + (q + h) + 2.0 * (h + i) + (i + h));
+    per_layer * m.layers as f64
+}
+
+/// Saved activations per token per layer, in elements of the activation dtype, without
+/// checkpointing (the coefficients are measured: claim `fit-training-activations-per-layer`).
+fn layer_elements(ds: &Dataset, m: &Llm, p: &Precision, lora: bool, qk_norm: bool) -> Result<f64, String> {
+    let h = m.hidden as f64;
+    let mut a_h = if p.act >= 4.0 {
+        claim_number(ds, "fit-training-activations-fp32")?
+    } else {
+        claim_number(ds, "fit-training-activations-per-layer")?
+    };
+    if p.mixed {
+        a_h += claim_number(ds, "fit-training-autocast-extra")?;
+    }
+    if qk_norm {
+        a_h += claim_number(ds, "fit-training-qk-norm-extra")?;
+    }
+    if lora {
+        // The adapter path casts the inputs of its six hidden-width projections to fp32.
+        a_h += 12.0;
+    }
+    Ok(a_h * h + 4.0 * m.intermediate as f64)
+}
+
+pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String> {
+    let m = model(ds, &t.model)?;
+    let p = precision(&t.precision)?;
+    if t.seq == 0 || t.batch == 0 {
+        return Err("fields `seq` and `batch` must be at least 1".into());
+    }
+    if t.gpus == 0 {
+        return Err("field `gpus`: must be at least 1".into());
+    }
+    if t.zero > 3 {
+        return Err(format!("field `zero`: ZeRO stage {} does not exist (0, 1, 2 or 3)", t.zero));
+    }
+    if t.lora_rank == 0 && t.method != Method::Full {
+        return Err("field `lora_rank`: must be at least 1".into());
+    }
+    let mut b = Breakdown::new();
+    let n = t.gpus as f64;
+    let params = m.params as f64;
+    let tokens = (t.seq * t.batch) as f64;
+    let h = m.hidden as f64;
+    let v = m.vocab as f64;
+    let lora = t.method != Method::Full;
+    // Qwen3-style query/key norms add fp32 copies of q and k.
+    let qk_norm = m.id.starts_with("qwen3");
+
+    // Weights, gradients, optimizer states (per GPU under ZeRO).
+    let (weights, trainable, train_bytes) = match t.method {
+        Method::Full => (params * p.weight, params, p.weight),
+        Method::Lora => (params * 2.0, lora_params(m, t.lora_rank as f64), 4.0),
+        Method::Qlora => {
+            let nf4 = quant(ds, "nf4", "method")?;
+            let e = embedding_params(m);
+            ((params - e) * nf4.bytes_per_weight() + e * 2.0, lora_params(m, t.lora_rank as f64), 4.0)
+        }
+    };
+    let shard = |stage: u8| if t.zero >= stage { n } else { 1.0 };
+    let w_claims: &[&str] = match t.method {
+        Method::Full => &["training-mixed-precision-adamw-16-bytes-per-param"],
+        Method::Lora => &["llm-weights-16bit-8b-32b-70b"],
+        Method::Qlora => &["training-qlora-loads-base-in-4bit"],
+    };
+    let lora_w = if lora { trainable * 4.0 } else { 0.0 };
+    b.add("weights", (weights / shard(3)) + lora_w, w_claims);
+    let grads = trainable * train_bytes / shard(2);
+    let (state_bytes, o_claims): (f64, &[&str]) = match t.optimizer {
+        Optimizer::Adamw => (2.0 * train_bytes, &["training-mixed-precision-adamw-16-bytes-per-param"]),
+        Optimizer::Adamw8bit => (2.0, &["training-8bit-adamw-2-bytes-per-param"]),
+        Optimizer::Sgd => (0.0, &["fit-training-optimizer-step"]),
+    };
+    let states = trainable * state_bytes / shard(1);
+    let step_temp = match t.optimizer {
+        Optimizer::Adamw => trainable * train_bytes / shard(1),
+        _ => 0.0,
+    };
+
+    // Activations and logits per token.
+    let layer = layer_elements(ds, m, &p, lora, qk_norm)? * p.act;
+    let logits_saved = v * if p.act >= 4.0 { 8.0 } else { 4.0 };
+    let logits_fwd = v * if p.act >= 4.0 { 4.0 } else { 6.0 };
+    let logits_bwd = v * 8.0;
+    let extra = if lora { 2.0 } else { 4.0 } * h * p.act;
+    let layers = m.layers as f64;
+    let autocast_copies = if p.mixed && !t.gradient_checkpointing { params * 2.0 } else { 0.0 };
+    let saved = if t.gradient_checkpointing {
+        // Only each block's input survives the forward pass (fp32 under autocast).
+        let residual = if p.mixed { 4.0 } else { p.act };
+        tokens * (layers * h * residual + logits_saved + extra)
+    } else {
+        tokens * (layers * layer + logits_saved + extra) + autocast_copies
+    };
+    // With checkpointing of a fully trained model, the output head's weight gradient appears while
+    // the loss gradient is still alive (without checkpointing the saved activations dominate).
+    let head_grad = if t.gradient_checkpointing && t.method == Method::Full { v * h * train_bytes / shard(2) } else { 0.0 };
+    // The three candidate peaks (from the second step on, optimizer states exist throughout).
+    let forward_peak = saved + tokens * logits_fwd;
+    let backward_start = saved + tokens * logits_bwd + head_grad;
+    let backward_peak = backward_start.max(grads);
+    let step_peak = grads + step_temp;
+    let act_claims: &[&str] = &["fit-training-activations-per-layer", "fit-training-logits"];
+    if step_peak >= forward_peak && step_peak >= backward_peak {
+        b.add("gradients", grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
+        b.add("optimizer-states", states, o_claims);
+        b.add("optimizer-step", step_temp, &["fit-training-optimizer-step"]);
+        b.notes.push("the peak is the optimizer step: gradients, states and the step's temporary buffer".into());
+    } else if backward_peak >= forward_peak {
+        b.add("optimizer-states", states, o_claims);
+        if grads > backward_start {
+            b.add("gradients", grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
+            b.notes.push("the peak is the end of the backward pass, when every gradient exists".into());
+        } else {
+            b.add("activations", saved - tokens * logits_saved, act_claims);
+            b.add("logits", tokens * (logits_saved + logits_bwd), &["fit-training-logits"]);
+            b.add("gradients", head_grad, &["fit-training-logits"]);
+            if autocast_copies > 0.0 {
+                b.notes.push("includes the bf16 copies of the weights that autocast keeps for the backward pass".into());
+            }
+            b.notes.push("the peak is the start of the backward pass: saved activations plus the loss gradient".into());
+        }
+    } else {
+        b.add("optimizer-states", states, o_claims);
+        b.add("activations", saved - tokens * logits_saved, act_claims);
+        b.add("logits", tokens * (logits_saved + logits_fwd), &["fit-training-logits"]);
+        b.notes.push("the peak is the loss at the end of the forward pass".into());
+    }
+    if t.zero >= 3 && n > 1.0 {
+        // ZeRO-3 gathers one layer's full weights at a time.
+        b.add("zero3-gathered-layer", weights / layers, &["training-fsdp-zero-shard-model-states"]);
+    }
+    if t.method == Method::Qlora {
+        // One layer dequantized to 16 bit at a time.
+        b.add("dequantized-layer", (params - embedding_params(m)) / layers * 2.0, &["training-qlora-loads-base-in-4bit"]);
+    }
+    let dynamic = b.tensor_bytes() as f64 - weights / shard(3) - lora_w - states;
+    add_runtime(ds, &mut b, dynamic)?;
+    Ok(b)
+}
