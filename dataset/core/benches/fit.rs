@@ -1,9 +1,8 @@
-//! `cargo bench -p headroom-core --bench fit`: how long one fit takes, and one workload fitted
-//! once per catalog GPU (what a GPU table with a fit column costs). Targets: 1 ms and 16 ms.
-//! Plain timing loop (no external harness): median and 99th percentile over many runs.
+//! `cargo bench -p headroom-core --bench fit`: one fit (breakdown, fits over the catalog, levers)
+//! per workload kind, and one workload fitted once per catalog GPU (what a GPU table with a fit
+//! column costs). Targets: under 1 ms and under 16 ms.
 
-use std::time::{Duration, Instant};
-
+use criterion::{criterion_group, criterion_main, Criterion};
 use headroom_core::fit::{fit, parse_input};
 use headroom_core::load::load;
 
@@ -29,25 +28,7 @@ fn data_files() -> Vec<(String, String)> {
     out
 }
 
-fn time(label: &str, target: Duration, runs: usize, mut f: impl FnMut()) {
-    for _ in 0..runs / 10 {
-        f();
-    }
-    let mut samples: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    samples.sort();
-    let median = samples[runs / 2];
-    let p99 = samples[runs * 99 / 100];
-    let verdict = if p99 <= target { "within" } else { "OVER" };
-    println!("{label}: median {median:?}, p99 {p99:?} ({verdict} the {target:?} target, {runs} runs)");
-}
-
-fn main() {
+fn bench(c: &mut Criterion) {
     let ds = load(&data_files()).expect("the data loads").dataset;
     let workloads = parse_input(
         r#"[{"kind":"llm-inference","model":"llama-3.1-8b","weights":"bf16","kv_cache":"bf16","context":32768,"batch":1,"engine":"transformers"},
@@ -57,16 +38,19 @@ fn main() {
     .unwrap();
     for w in &workloads {
         let kind = w.to_value()["kind"].as_str().unwrap().to_string();
-        time(&format!("one fit ({kind}, breakdown + fits + levers)"), Duration::from_millis(1), 2000, || {
-            std::hint::black_box(fit(&ds, std::hint::black_box(w)).unwrap());
-        });
+        c.bench_function(&format!("one fit: {kind}"), |b| b.iter(|| fit(&ds, std::hint::black_box(w)).unwrap()));
     }
-    // vLLM's answer depends on the card; a GPU table evaluates it once per catalog GPU.
+    // vLLM's answer depends on the card's memory; a GPU table evaluates it once per catalog GPU.
     let vllm = parse_input(r#"{"kind":"llm-inference","model":"qwen3-32b","weights":"awq-int4","context":32768,"batch":4,"engine":"vllm"}"#).unwrap();
     let gpus = ds.gpus.len();
-    time(&format!("one workload against every GPU ({gpus} fits)"), Duration::from_millis(16), 200, || {
-        for _ in 0..gpus {
-            std::hint::black_box(fit(&ds, std::hint::black_box(&vllm[0])).unwrap());
-        }
+    c.bench_function(&format!("one workload against every GPU ({gpus} fits)"), |b| {
+        b.iter(|| {
+            for _ in 0..gpus {
+                std::hint::black_box(fit(&ds, std::hint::black_box(&vllm[0])).unwrap());
+            }
+        })
     });
 }
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -10,6 +10,13 @@ reserved bytes plus what the device reports as used.
     python3 measure.py --group llm-llama-3.1-8b --out results.jsonl
     python3 measure.py --all --out results.jsonl [--skip-done]
 
+On the lent H200 (no network) diffusers and peft travel as wheels: here
+`python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
+--platform manylinux2014_x86_64 --platform any -d .whl diffusers peft`, there
+`python3 -m pip install --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site`.
+The committed results were taken that way (torch 2.11.0+cu130, transformers 5.17.0, diffusers
+0.42.1, peft 0.21.2, driver 580.159.04).
+
 Each group runs in its own process (one model built once, several cases); between cases the
 allocator cache is emptied and the peak counters reset. Every case is written as one JSON line as
 soon as it finishes, with the workload (in `dataset fit` input form), the measurement and the
