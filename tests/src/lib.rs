@@ -101,7 +101,7 @@ impl Drop for Guard {
 pub struct Server {
     pub url: String,
     pub db: PathBuf,
-    _child: Guard,
+    child: Guard,
 }
 
 impl Server {
@@ -123,7 +123,13 @@ impl Server {
             .unwrap_or_else(|| panic!("serve did not print its address: {line:?}"))
             .trim_end_matches('/')
             .to_string();
-        Server { url, db: db.to_path_buf(), _child: Guard(child) }
+        Server { url, db: db.to_path_buf(), child: Guard(child) }
+    }
+
+    /// Stops the server (for offline tests); the port stops answering.
+    pub fn stop(&mut self) {
+        let _ = self.child.0.kill();
+        let _ = self.child.0.wait();
     }
 }
 
@@ -183,9 +189,10 @@ impl Browser {
                 "args": [
                     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                    "--lang=en-US", format!("--user-data-dir={}", profile.path().display()),
+                    "--lang=en-US", "--window-size=1280,900", format!("--user-data-dir={}", profile.path().display()),
                 ]
-            }
+            },
+            "goog:loggingPrefs": {"browser": "ALL"}
         }}});
         let v = Self::call(&base, "POST", "/session", Some(caps));
         let session = v["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {v}")).to_string();
@@ -249,6 +256,49 @@ impl Browser {
         }
     }
 
+    /// Waits (up to 20 s) until a JavaScript expression returns true.
+    pub fn wait_js(&self, script: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.js(script) != Value::Bool(true) {
+            assert!(Instant::now() < deadline, "timed out waiting for: {script}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Sets the window size (phone or desktop width).
+    pub fn resize(&self, width: u32, height: u32) {
+        self.cmd("POST", "/window/rect", Some(json!({ "width": width, "height": height })));
+    }
+
+    /// A PNG screenshot of the viewport.
+    pub fn screenshot(&self) -> Vec<u8> {
+        let b64 = self.cmd("GET", "/screenshot", None).as_str().unwrap_or("").to_string();
+        decode_base64(&b64)
+    }
+
+    /// Messages the page logged at SEVERE level (console errors, uncaught exceptions).
+    pub fn console_errors(&self) -> Vec<String> {
+        let v = Self::call(&self.base, "POST", &format!("/session/{}/se/log", self.session), Some(json!({"type": "browser"})));
+        v["value"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|e| e["level"] == "SEVERE")
+                    .map(|e| e["message"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Sends keys to the focused element (WebDriver key codes, e.g. "\u{E004}" for Tab).
+    pub fn keys(&self, keys: &str) {
+        let actions: Vec<Value> = keys
+            .chars()
+            .flat_map(|c| [json!({"type": "keyDown", "value": c.to_string()}), json!({"type": "keyUp", "value": c.to_string()})])
+            .collect();
+        self.cmd("POST", "/actions", Some(json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]})));
+    }
+
     pub fn click(&self, css: &str) {
         let el = self.cmd("POST", "/element", Some(json!({ "using": "css selector", "value": css })));
         let id = el.as_object().and_then(|o| o.values().next()).and_then(Value::as_str).unwrap_or_else(|| panic!("no element {css}"));
@@ -260,4 +310,30 @@ impl Drop for Browser {
     fn drop(&mut self) {
         let _ = http().delete(&format!("{}/session/{}", self.base, self.session)).call();
     }
+}
+
+/// Standard base64 (the WebDriver screenshot encoding).
+pub fn decode_base64(s: &str) -> Vec<u8> {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in s.bytes().filter_map(val) {
+        acc = (acc << 6) | c;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
 }

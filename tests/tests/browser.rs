@@ -17,9 +17,11 @@ fn home_renders_switches_language_and_remembers_the_choice() {
     let server = Server::start(&site, &tmp.path().join("headroom.sqlite3"));
     let browser = Browser::start();
 
-    // First visit: the browser asks for en-US, so `/` leads to /en/ and the app renders the claim.
+    // First visit: the browser asks for en-US, so `/` leads to /en/ and the app renders the claim
+    // (the prerendered copy of the page is gone once the app has taken over).
     browser.goto(&format!("{}/", server.url));
     browser.wait_text("#claim-card [data-verdict]", |s| s == t(Lang::En, k::VERDICT_CONTRADICTED));
+    browser.wait_js("return document.getElementById('prerendered') === null");
     assert!(browser.current_url().ends_with("/en/"), "{}", browser.current_url());
     assert_eq!(browser.text("h1").unwrap(), t(Lang::En, k::HOME_TITLE));
     assert_eq!(browser.text(".said").unwrap(), claim.statement.en);
@@ -59,6 +61,6 @@ fn unknown_language_prefix_shows_the_not_found_page() {
     let server = Server::start(&site, &tmp.path().join("headroom.sqlite3"));
     let browser = Browser::start();
     browser.goto(&format!("{}/de/", server.url));
-    browser.wait_text("h1", |s| s == "404");
-    assert!(browser.text("main").unwrap().contains(t(Lang::Zh, k::NAV_HOME)));
+    browser.wait_text("h1", |s| s == t(Lang::En, k::NOTFOUND_TITLE));
+    assert!(browser.text("main").unwrap().contains(Lang::Zh.native_name()));
 }

@@ -101,7 +101,7 @@ fn dist() -> Result {
     if !toolchain_prefix().join("env.sh").exists() {
         return Err("the wasm toolchain is not installed: run `cargo xtask setup`".into());
     }
-    run(in_wasm_env("cargo").args(["build", "-p", "headroom-site", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
+    run(in_wasm_env("cargo").args(["build", "-p", "headroom-site", "--bin", "headroom-site", "--features", "csr", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
     let wasm = root.join("target").join(WASM_TARGET).join(WASM_PROFILE).join("headroom-site.wasm");
 
     let stage = root.join("target/site-stage");
@@ -127,6 +127,10 @@ fn dist() -> Result {
     write(&out.join(&js_name), &js_bytes)?;
     write(&out.join(&css_name), &css_bytes)?;
 
+    for entry in std::fs::read_dir(root.join("site/assets")).map_err(|e| format!("site/assets: {e}"))?.flatten() {
+        let p = entry.path();
+        write(&out.join(entry.file_name()), &read(&p)?)?;
+    }
     let template = String::from_utf8(read(&root.join("site/index.html"))?).map_err(|e| e.to_string())?;
     let marker = template
         .lines()
@@ -142,6 +146,12 @@ fn dist() -> Result {
     write(&out.join("index.html"), html.as_bytes())?;
 
     run(cargo().args(["run", "--quiet", "-p", "dataset", "--", "build", "--out"]).arg(&out))?;
+    // Every route in every language as static HTML, the manifest and the service worker.
+    run(cargo()
+        .args(["run", "--quiet", "--release", "-p", "headroom-site", "--bin", "prerender", "--features", "ssr", "--", "--data"])
+        .arg(root.join("dataset/data"))
+        .arg("--site")
+        .arg(&out))?;
 
     let dist = root.join("site/dist");
     let _ = std::fs::remove_dir_all(&dist);
@@ -155,13 +165,16 @@ fn dist() -> Result {
     Ok(())
 }
 
-/// Compressed size, measured with the system gzip (-9), for the size report.
+/// Compressed size, measured with the system gzip (-9), for the size report. The input goes
+/// through a temporary file so that neither pipe can fill up and block.
 fn gzip_len(bytes: &[u8]) -> String {
-    use std::io::Write;
-    let child = Command::new("gzip").arg("-9c").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn();
-    let Ok(mut child) = child else { return "?".into() };
-    let _ = child.stdin.take().unwrap().write_all(bytes);
-    child.wait_with_output().map(|o| o.stdout.len().to_string()).unwrap_or_else(|_| "?".into())
+    let tmp = std::env::temp_dir().join(format!("headroom-gzip-{}", std::process::id()));
+    if std::fs::write(&tmp, bytes).is_err() {
+        return "?".into();
+    }
+    let out = Command::new("gzip").arg("-9c").arg(&tmp).output();
+    let _ = std::fs::remove_file(&tmp);
+    out.map(|o| o.stdout.len().to_string()).unwrap_or_else(|_| "?".into())
 }
 
 fn serve(args: &[String]) -> Result {

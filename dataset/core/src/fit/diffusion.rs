@@ -22,12 +22,14 @@ fn is_unet(id: &str) -> bool {
     id == "sd-1.5" || id == "sdxl"
 }
 
-fn default_cfg(id: &str) -> bool {
+/// Whether the model's pipeline runs classifier-free guidance by default.
+pub fn default_cfg(id: &str) -> bool {
     // FLUX.1 and HunyuanVideo are guidance-distilled: one denoiser pass per step.
     !(id.starts_with("flux") || id.starts_with("hunyuanvideo"))
 }
 
-fn native_size(m: &Model) -> (u64, u64) {
+/// The model's native output size (width, height).
+pub fn native_size(m: &Model) -> (u64, u64) {
     match m.id.as_str() {
         "sd-1.5" => (512, 512),
         _ if m.modality == Modality::Video => (832, 480),

@@ -7,7 +7,7 @@
 //! dataset/measurements/harness on real GPUs.
 
 pub mod accuracy;
-mod diffusion;
+pub mod diffusion;
 mod llm;
 mod training;
 pub mod workload;

@@ -1,0 +1,211 @@
+//! Writes every route in every language as static HTML (title, description, OpenGraph, JSON-LD,
+//! the page's content readable without JavaScript), plus the web manifest and the service worker.
+//!
+//!   prerender --data dataset/data --site site/dist
+//!
+//! It reads `site/dist/index.html` (the shell `cargo xtask dist` wrote) as the template.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use headroom_core::{Dataset, Lang, Verdict};
+use headroom_i18n::{k, t};
+use headroom_site::pages::{description, title, Page};
+use headroom_site::routes::Route;
+use leptos::prelude::*;
+use leptos::tachys::view::RenderHtml;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+fn site_url() -> String {
+    std::env::var("HEADROOM_SITE_URL").unwrap_or_else(|_| "http://127.0.0.1:8080".into()).trim_end_matches('/').to_string()
+}
+
+fn read_tree(dir: &Path) -> Vec<(String, String)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') || name == "README.md" {
+                continue;
+            }
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+                out.push((rel, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn claim_review(ds: &Dataset, lang: Lang, id: &str, url: &str) -> Option<String> {
+    let c = ds.claim(id)?;
+    let rating = match c.verdict {
+        Verdict::Verified => 4,
+        Verdict::Qualified => 3,
+        Verdict::Unverified => 2,
+        Verdict::Contradicted => 1,
+    };
+    let author = c
+        .origins
+        .iter()
+        .find_map(|o| o.seed.as_ref().and_then(|f| ds.seeds.iter().find(|s| &s.file == f)))
+        .map(|s| s.publisher.clone())
+        .unwrap_or_else(|| "Community".into());
+    let v = serde_json::json!({
+        "@context": "https://schema.org",
+        "@type": "ClaimReview",
+        "url": url,
+        "claimReviewed": c.statement.get(lang),
+        "datePublished": c.history.first().map(|h| h.date.clone()),
+        "inLanguage": lang.bcp47(),
+        "author": {"@type": "Organization", "name": "Headroom"},
+        "itemReviewed": {"@type": "Claim", "author": {"@type": "Organization", "name": author}},
+        "reviewRating": {
+            "@type": "Rating", "ratingValue": rating, "bestRating": 4, "worstRating": 1,
+            "alternateName": t(lang, headroom_site::ui::verdict_key(c.verdict)),
+        },
+    });
+    Some(serde_json::to_string(&v).unwrap().replace("</", "<\\/"))
+}
+
+fn page_html(template: &str, lang: Lang, route: &Route, ds: &Arc<Dataset>) -> String {
+    let body = Owner::new().with(|| view! { <Page lang=lang route=route.clone() ds=ds.clone() /> }.to_html());
+    let url = format!("{}{}", site_url(), route.path(lang));
+    let title = title(lang, route, ds);
+    let desc = description(lang, route, ds);
+    let mut head = format!(
+        "<title>{}</title>\n  <meta name=\"description\" content=\"{}\" />\n  <link rel=\"canonical\" href=\"{}\" />\n",
+        esc(&title),
+        esc(&desc),
+        esc(&url)
+    );
+    for l in Lang::ALL {
+        head += &format!("  <link rel=\"alternate\" hreflang=\"{}\" href=\"{}{}\" />\n", l.bcp47(), site_url(), route.path(l));
+    }
+    let og_type = if matches!(route, Route::Claim(_)) { "article" } else { "website" };
+    head += &format!(
+        "  <meta property=\"og:title\" content=\"{}\" />\n  <meta property=\"og:description\" content=\"{}\" />\n  <meta property=\"og:type\" content=\"{og_type}\" />\n  <meta property=\"og:url\" content=\"{}\" />\n  <meta property=\"og:site_name\" content=\"Headroom\" />\n  <meta property=\"og:locale\" content=\"{}\" />\n  <meta name=\"twitter:card\" content=\"summary\" />\n",
+        esc(&title),
+        esc(&desc),
+        esc(&url),
+        lang.bcp47().replace('-', "_")
+    );
+    if let Route::Claim(id) = route {
+        if let Some(json) = claim_review(ds, lang, id, &url) {
+            head += &format!("  <script type=\"application/ld+json\">{json}</script>\n");
+        }
+    }
+    template
+        .replacen("<html lang=\"en\">", &format!("<html lang=\"{}\">", lang.bcp47()), 1)
+        .replacen("<title>Headroom</title>\n", &head, 1)
+        .replacen("<body>", &format!("<body>\n<div id=\"prerendered\">{body}</div>"), 1)
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// FNV-1a over the precached files: the service worker's cache version.
+fn fnv(bytes: &[u8], mut h: u64) -> u64 {
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+fn main() {
+    let mut data = PathBuf::from("dataset/data");
+    let mut site = PathBuf::from("site/dist");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--data" => data = PathBuf::from(&args[i + 1]),
+            "--site" => site = PathBuf::from(&args[i + 1]),
+            other => {
+                eprintln!("prerender: unknown argument {other} (usage: prerender --data DIR --site DIR)");
+                std::process::exit(2);
+            }
+        }
+        i += 2;
+    }
+    let loaded = headroom_core::load::load(&read_tree(&data)).unwrap_or_else(|problems| {
+        eprintln!("prerender: the data does not pass `dataset check` ({} problems)", problems.len());
+        std::process::exit(1);
+    });
+    let template = std::fs::read_to_string(site.join("index.html")).expect("site/dist/index.html (run cargo xtask dist)");
+    let mut pages = 0;
+    for lang in Lang::ALL {
+        // Each language's pages render from that language's compact data, like the app.
+        let ds = Arc::new(loaded.dataset.for_lang(lang));
+        let mut routes = vec![Route::Home, Route::Calculator, Route::Claims, Route::Gpus, Route::Guides, Route::Probe, Route::About];
+        routes.extend(ds.claims.iter().map(|c| Route::Claim(c.id.clone())));
+        for r in &routes {
+            let html = page_html(&template, lang, r, &ds);
+            write(&site.join(r.path(lang).trim_start_matches('/')).join("index.html"), &html);
+            pages += 1;
+        }
+    }
+    // `/` and unknown paths: the shell with links to every language for readers without JavaScript.
+    let choose: String = Lang::ALL
+        .into_iter()
+        .map(|l| format!("<li><a href=\"{}\" lang=\"{}\">{}</a></li>", Route::Home.path(l), l.bcp47(), l.native_name()))
+        .collect();
+    let root = template.replacen(
+        "<body>",
+        &format!("<body>\n<div id=\"prerendered\"><main id=\"main\"><h1>Headroom</h1><p>{}</p><ul>{choose}</ul></main></div>", esc(t(Lang::En, k::META_DESCRIPTION))),
+        1,
+    );
+    write(&site.join("index.html"), &root);
+    write(&site.join("404.html"), &root);
+
+    // The web app manifest and the service worker (precaches the app, the data, every language's
+    // main pages; other pages come from the app shell offline).
+    let manifest = serde_json::json!({
+        "name": "Headroom", "short_name": "Headroom",
+        "description": t(Lang::En, k::META_DESCRIPTION),
+        "start_url": "/", "scope": "/", "display": "standalone",
+        "background_color": "#fbfbf8", "theme_color": "#0b5cad",
+        "icons": [
+            {"src": "/icon-192.png", "sizes": "192x192", "type": "image/png"},
+            {"src": "/icon-512.png", "sizes": "512x512", "type": "image/png"},
+            {"src": "/icon.svg", "sizes": "any", "type": "image/svg+xml"}
+        ]
+    });
+    write(&site.join("manifest.webmanifest"), &serde_json::to_string_pretty(&manifest).unwrap());
+    let mut precache: Vec<String> = vec!["/".into(), "/index.html".into(), "/manifest.webmanifest".into()];
+    for e in std::fs::read_dir(&site).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if e.path().is_file() && (name.ends_with(".wasm") || name.ends_with(".js") && name != "sw.js" || name.ends_with(".css") || name.starts_with("icon")) {
+            precache.push(format!("/{name}"));
+        }
+    }
+    for lang in Lang::ALL {
+        precache.push(format!("/data/{}.json", lang.code()));
+        for r in Route::NAV.iter() {
+            precache.push(r.path(lang));
+        }
+    }
+    precache.sort();
+    precache.dedup();
+    let mut h = 0xcbf29ce484222325u64;
+    for p in &precache {
+        let file = if p.ends_with('/') { site.join(p.trim_start_matches('/')).join("index.html") } else { site.join(p.trim_start_matches('/')) };
+        h = fnv(p.as_bytes(), h);
+        h = fnv(&std::fs::read(&file).unwrap_or_else(|e| panic!("precache {}: {e}", file.display())), h);
+    }
+    let sw = include_str!("../../sw.js")
+        .replace("__CACHE__", &format!("headroom-{h:016x}"))
+        .replace("__PRECACHE__", &serde_json::to_string(&precache).unwrap());
+    write(&site.join("sw.js"), &sw);
+    println!("prerender: {pages} pages, service worker precaches {} URLs", precache.len());
+}

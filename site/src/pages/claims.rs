@@ -1,0 +1,242 @@
+//! The claims list (filters), a claim page (evidence, history, cite) and the summary card.
+
+use headroom_core::{Claim, Lang, SourceKind, Verdict};
+use headroom_i18n::{fmt, k, t};
+use leptos::prelude::*;
+
+use crate::routes::Route;
+use crate::ui::{headline, source_kind_key, topic_label, ClaimRef, Data, VerdictBadge};
+
+/// The site's address for permalinks: the page's own origin in the browser, `HEADROOM_SITE_URL`
+/// (or the local server) when prerendering.
+pub fn site_url() -> String {
+    #[cfg(feature = "csr")]
+    {
+        if let Some(origin) = web_sys::window().and_then(|w| w.location().origin().ok()) {
+            return origin;
+        }
+    }
+    option_env!("HEADROOM_SITE_URL").unwrap_or("http://127.0.0.1:8080").trim_end_matches('/').to_string()
+}
+
+/// Markdown, BBCode and plain-text citations of a claim.
+pub fn citations(c: &Claim, lang: Lang) -> [(headroom_i18n::Key, String); 3] {
+    let url = format!("{}{}", site_url(), Route::Claim(c.id.clone()).path(lang));
+    let text = headline(c, lang);
+    let verdict = t(lang, crate::ui::verdict_key(c.verdict));
+    [
+        (k::CLAIM_MARKDOWN, format!("[{text}]({url}) — **{verdict}** (Headroom)")),
+        (k::CLAIM_BBCODE, format!("[url={url}]{text}[/url] — [b]{verdict}[/b] (Headroom)")),
+        (k::CLAIM_PLAIN, format!("{text} — {verdict} (Headroom): {url}")),
+    ]
+}
+
+#[component]
+pub fn ClaimSummary(lang: Lang, claim: Claim) -> impl IntoView {
+    let struck = claim.verdict == Verdict::Contradicted;
+    let href = Route::Claim(claim.id.clone()).path(lang);
+    view! {
+        <article data-claim-id=claim.id.clone()>
+            <VerdictBadge lang=lang verdict=claim.verdict />
+            <dl class="claim">
+                <dt>{t(lang, k::CLAIM_SAID)}</dt>
+                <dd class:said=struck>{claim.statement.get(lang).to_string()}</dd>
+                {claim.correction.as_ref().map(|c| view! {
+                    <dt>{t(lang, k::CLAIM_CORRECTION)}</dt>
+                    <dd>{c.get(lang).to_string()}</dd>
+                })}
+                <dt>{t(lang, k::CLAIM_WHY)}</dt>
+                <dd>{claim.note.get(lang).to_string()}</dd>
+            </dl>
+            <p><a href=href>{t(lang, k::CLAIM_PERMALINK)}</a></p>
+        </article>
+    }
+}
+
+fn query_param(query: &str, key: &str) -> Option<String> {
+    query.trim_start_matches('?').split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == key).then(|| v.replace('+', " ").replace("%20", " "))
+    })
+}
+
+#[component]
+pub fn ClaimList(lang: Lang, ds: Data, query: String) -> impl IntoView {
+    let verdict = RwSignal::new(query_param(&query, "verdict").unwrap_or_default());
+    let topic = RwSignal::new(query_param(&query, "topic").unwrap_or_default());
+    let text = RwSignal::new(query_param(&query, "q").unwrap_or_default());
+    let total = ds.claims.len();
+    let ds2 = ds.clone();
+    let shown = Memo::new(move |_| {
+        let (v, tp, q) = (verdict.get(), topic.get(), text.get().to_lowercase());
+        ds2.claims
+            .iter()
+            .filter(|c| v.is_empty() || c.verdict.code() == v)
+            .filter(|c| tp.is_empty() || c.topic == tp)
+            .filter(|c| {
+                q.is_empty()
+                    || c.statement.get(lang).to_lowercase().contains(&q)
+                    || c.correction.as_ref().is_some_and(|x| x.get(lang).to_lowercase().contains(&q))
+                    || c.id.contains(&q)
+            })
+            .map(|c| c.id.clone())
+            .collect::<Vec<_>>()
+    });
+    let verdict_options = Verdict::ALL
+        .into_iter()
+        .map(|v| view! { <option value=v.code()>{t(lang, crate::ui::verdict_key(v))}</option> })
+        .collect_view();
+    let topic_options = headroom_core::check::TOPICS
+        .into_iter()
+        .map(|tp| view! { <option value=tp>{topic_label(lang, tp)}</option> })
+        .collect_view();
+    view! {
+        <h1>{t(lang, k::CLAIMS_TITLE)}</h1>
+        <p class="lead">{t(lang, k::CLAIMS_LEAD)}</p>
+        <form class="filters" on:submit=|ev| ev.prevent_default()>
+            <label>{t(lang, k::CLAIMS_VERDICT)}
+                <select id="f-verdict" prop:value=move || verdict.get() on:change=move |ev| verdict.set(event_target_value(&ev))>
+                    <option value="">{t(lang, k::CLAIMS_ALL)}</option>
+                    {verdict_options}
+                </select>
+            </label>
+            <label>{t(lang, k::CLAIMS_TOPIC)}
+                <select id="f-topic" prop:value=move || topic.get() on:change=move |ev| topic.set(event_target_value(&ev))>
+                    <option value="">{t(lang, k::CLAIMS_ALL)}</option>
+                    {topic_options}
+                </select>
+            </label>
+            <label>{t(lang, k::CLAIMS_SEARCH)}
+                <input id="f-text" type="search" prop:value=move || text.get() on:input=move |ev| text.set(event_target_value(&ev)) />
+            </label>
+        </form>
+        <p class="muted" id="claims-count" aria-live="polite">
+            {move || fmt(lang, k::CLAIMS_SHOWN, &[("shown", &shown.get().len().to_string()), ("total", &total.to_string())])}
+        </p>
+        <ul class="claims">
+            {move || {
+                let ids = shown.get();
+                if ids.is_empty() {
+                    return view! { <li>{t(lang, k::CLAIMS_NONE)}</li> }.into_any();
+                }
+                ids.into_iter().map(|id| view! { <li><ClaimRef lang=lang ds=ds.clone() id=id /></li> }).collect_view().into_any()
+            }}
+        </ul>
+    }
+}
+
+#[component]
+pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
+    let c = claim;
+    let struck = c.verdict == Verdict::Contradicted;
+    let seeds = ds.seeds.clone();
+    let copied = RwSignal::new(None::<usize>);
+    let cites = citations(&c, lang);
+    let measurements: Vec<_> = c.sources.iter().filter(|s| s.kind == SourceKind::Measurement).cloned().collect();
+    view! {
+        <p><a href=Route::Claims.path(lang)>{"← "}{t(lang, k::CLAIM_BACK)}</a></p>
+        <article class="claim-page" data-claim-id=c.id.clone()>
+            <p class="muted">{topic_label(lang, &c.topic)}</p>
+            <h1>{headline(&c, lang)}</h1>
+            <p><VerdictBadge lang=lang verdict=c.verdict /></p>
+            <dl class="claim">
+                <dt>{t(lang, k::CLAIM_SAID)}</dt>
+                <dd class:said=struck>{c.statement.get(lang).to_string()}</dd>
+                {c.correction.as_ref().map(|x| view! { <dt>{t(lang, k::CLAIM_CORRECTION)}</dt><dd>{x.get(lang).to_string()}</dd> })}
+                <dt>{t(lang, k::CLAIM_WHY)}</dt>
+                <dd>{c.note.get(lang).to_string()}</dd>
+                {c.value.as_ref().map(|v| view! { <dt>{t(lang, k::CLAIM_VALUE)}</dt><dd class="value">{crate::fmt::value(v, lang)}</dd> })}
+                {(!c.conditions.is_empty()).then(|| view! {
+                    <dt>{t(lang, k::CLAIM_CONDITIONS)}</dt>
+                    <dd><ul>{c.conditions.iter().map(|(k, v)| view! { <li><code>{k.clone()}</code>": "{v.clone()}</li> }).collect_view()}</ul></dd>
+                })}
+                {(!c.origins.is_empty()).then(|| view! {
+                    <dt>{t(lang, k::CLAIM_ORIGIN)}</dt>
+                    <dd><ul>{c.origins.iter().map(|o| {
+                        let who = match (&o.seed, &o.url) {
+                            (Some(f), _) => seeds.iter().find(|s| &s.file == f).map(|s| format!("{} — {}", s.title, s.publisher)).unwrap_or_else(|| fmt(lang, k::CLAIM_SEED, &[("file", f)])),
+                            (None, Some(u)) => u.clone(),
+                            _ => String::new(),
+                        };
+                        view! { <li>{who}" ("{o.locator.clone()}")"</li> }
+                    }).collect_view()}</ul></dd>
+                })}
+            </dl>
+            <h2>{t(lang, k::CLAIM_SOURCES)}</h2>
+            <ol class="sources">
+                {c.sources.iter().map(|s| {
+                    let title = s.title.clone();
+                    let link = s.url.clone();
+                    view! {
+                        <li>
+                            <p>
+                                <span class="kind">{t(lang, source_kind_key(s.kind))}</span>": "
+                                {match link {
+                                    Some(u) => view! { <a href=u rel="noopener">{title}</a> }.into_any(),
+                                    None => view! { <span>{title}</span> }.into_any(),
+                                }}
+                                " "
+                                <span class="muted">
+                                    {fmt(lang, k::CLAIM_ACCESSED, &[("date", &s.accessed)])}
+                                    {s.version.as_ref().map(|v| format!(" · {}", fmt(lang, k::CLAIM_VERSION, &[("version", &v.chars().take(12).collect::<String>())])))}
+                                </span>
+                            </p>
+                            <blockquote><pre>{s.passage.clone()}</pre></blockquote>
+                            {s.compute.as_ref().map(|e| view! { <p><code>{e.clone()}</code></p> })}
+                        </li>
+                    }
+                }).collect_view()}
+            </ol>
+            {(!measurements.is_empty()).then(|| view! {
+                <h2>{t(lang, k::CLAIM_MEASUREMENTS)}</h2>
+                <ul>{measurements.iter().map(|m| view! {
+                    <li>{fmt(lang, k::CLAIM_SUBMITTERS, &[("count", &m.submitters.unwrap_or(0).to_string())])}": "{m.title.clone()}</li>
+                }).collect_view()}</ul>
+            })}
+            <h2>{t(lang, k::CLAIM_HISTORY)}</h2>
+            <ul class="history">
+                {c.history.iter().map(|h| view! {
+                    <li>
+                        {h.date.clone()}": "
+                        {h.from.map(|f| view! { <VerdictBadge lang=lang verdict=f />" → " })}
+                        <VerdictBadge lang=lang verdict=h.to />" "
+                        <span class="muted">{h.why.clone()}</span>
+                    </li>
+                }).collect_view()}
+            </ul>
+            {(!c.related.is_empty()).then(|| view! {
+                <h2>{t(lang, k::CLAIM_RELATED)}</h2>
+                <ul>{c.related.iter().map(|r| view! { <li><ClaimRef lang=lang ds=ds.clone() id=r.clone() /></li> }).collect_view()}</ul>
+            })}
+            <section class="cite" aria-labelledby="cite-h">
+                <h2 id="cite-h">{t(lang, k::CLAIM_CITE)}</h2>
+                {cites.into_iter().enumerate().map(|(i, (label, text))| {
+                    let id = format!("cite-{i}");
+                    let text2 = text.clone();
+                    view! {
+                        <div class="cite-row">
+                            <label for=id.clone()>{t(lang, label)}</label>
+                            <textarea id=id readonly rows="2">{text}</textarea>
+                            <button type="button" data-cite=i.to_string() on:click=move |_| {
+                                copy_text(&text2);
+                                copied.set(Some(i));
+                            }>
+                                {move || if copied.get() == Some(i) { t(lang, k::CLAIM_COPIED) } else { t(lang, k::CLAIM_COPY) }}
+                            </button>
+                        </div>
+                    }
+                }).collect_view()}
+            </section>
+        </article>
+    }
+}
+
+/// Puts text on the clipboard (browser only).
+fn copy_text(text: &str) {
+    #[cfg(feature = "csr")]
+    if let Some(w) = web_sys::window() {
+        let _ = w.navigator().clipboard().write_text(text);
+    }
+    #[cfg(not(feature = "csr"))]
+    let _ = text;
+}

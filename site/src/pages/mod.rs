@@ -1,0 +1,177 @@
+//! The pages. Each takes the language and the dataset as props.
+
+pub mod calc;
+pub mod claims;
+pub mod gpus;
+
+use headroom_core::{Lang, Verdict};
+use headroom_i18n::{fmt, k, t};
+use leptos::prelude::*;
+
+use crate::routes::Route;
+use crate::ui::{ClaimRef, Data, Layout};
+
+/// The title of a route, for `<title>` and OpenGraph.
+pub fn title(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> String {
+    let page = match route {
+        Route::Home => t(lang, k::HOME_TITLE).to_string(),
+        Route::Calculator => t(lang, k::CALC_TITLE).to_string(),
+        Route::Claims => t(lang, k::CLAIMS_TITLE).to_string(),
+        Route::Claim(id) => ds.claim(id).map(|c| crate::ui::headline(c, lang)).unwrap_or_else(|| id.clone()),
+        Route::Gpus => t(lang, k::GPUS_TITLE).to_string(),
+        Route::Guides => t(lang, k::GUIDES_TITLE).to_string(),
+        Route::Probe => t(lang, k::PROBE_TITLE).to_string(),
+        Route::About => t(lang, k::ABOUT_TITLE).to_string(),
+    };
+    let page: String = if page.chars().count() > 90 { page.chars().take(88).collect::<String>() + "…" } else { page };
+    format!("{page} · {}", t(lang, k::BRAND_NAME))
+}
+
+/// The description of a route, for meta description and OpenGraph.
+pub fn description(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> String {
+    match route {
+        Route::Home => t(lang, k::META_DESCRIPTION).to_string(),
+        Route::Calculator => t(lang, k::CALC_LEAD).to_string(),
+        Route::Claims => t(lang, k::CLAIMS_LEAD).to_string(),
+        Route::Claim(id) => ds
+            .claim(id)
+            .map(|c| format!("{}: {}", t(lang, crate::ui::verdict_key(c.verdict)), c.note.get(lang)))
+            .unwrap_or_default(),
+        Route::Gpus => t(lang, k::GPUS_LEAD).to_string(),
+        Route::Guides => t(lang, k::GUIDES_LEAD).to_string(),
+        Route::Probe => t(lang, k::PROBE_LEAD).to_string(),
+        Route::About => t(lang, k::ABOUT_LEAD).to_string(),
+    }
+}
+
+/// Renders any route (the browser router and the prerenderer both come through here).
+#[component]
+pub fn Page(lang: Lang, route: Route, ds: Data, #[prop(optional)] query: Option<String>) -> impl IntoView {
+    let title = title(lang, &route, &ds);
+    let body = match route.clone() {
+        Route::Home => view! { <Home lang=lang ds=ds.clone() /> }.into_any(),
+        Route::Calculator => view! { <calc::Calculator lang=lang ds=ds.clone() query=query.unwrap_or_default() /> }.into_any(),
+        Route::Claims => view! { <claims::ClaimList lang=lang ds=ds.clone() query=query.unwrap_or_default() /> }.into_any(),
+        Route::Claim(id) => match ds.claim(&id) {
+            Some(c) => view! { <claims::ClaimPage lang=lang ds=ds.clone() claim=c.clone() /> }.into_any(),
+            None => view! { <NotFoundBody lang=lang /> }.into_any(),
+        },
+        Route::Gpus => view! { <gpus::GpuTable lang=lang ds=ds.clone() /> }.into_any(),
+        Route::Guides => view! { <Guides lang=lang ds=ds.clone() /> }.into_any(),
+        Route::Probe => view! { <Probe lang=lang /> }.into_any(),
+        Route::About => view! { <About lang=lang ds=ds.clone() /> }.into_any(),
+    };
+    view! { <Layout lang=lang route=route title=title ds=ds>{body}</Layout> }
+}
+
+#[component]
+fn Home(lang: Lang, ds: Data) -> impl IntoView {
+    let calc = Route::Calculator.path(lang);
+    let tasks = [
+        (k::HOME_TASK_LLM, k::HOME_TASK_LLM_DESC, format!("{calc}?kind=llm-inference")),
+        (k::HOME_TASK_TRAIN, k::HOME_TASK_TRAIN_DESC, format!("{calc}?kind=training")),
+        (k::HOME_TASK_IMAGE, k::HOME_TASK_IMAGE_DESC, format!("{calc}?kind=diffusion")),
+        (k::HOME_TASK_OOM, k::HOME_TASK_OOM_DESC, format!("{}?topic=oom-message", Route::Claims.path(lang))),
+    ];
+    let featured = ds.claims.iter().find(|c| c.verdict == Verdict::Contradicted).or(ds.claims.first()).cloned();
+    view! {
+        <h1>{t(lang, k::HOME_TITLE)}</h1>
+        <p class="lead">{t(lang, k::HOME_LEAD)}</p>
+        <h2>{t(lang, k::HOME_TASKS)}</h2>
+        <ul class="tasks">
+            {tasks.into_iter().map(|(title, desc, href)| view! {
+                <li><a class="task" href=href><strong>{t(lang, title)}</strong><span>{t(lang, desc)}</span></a></li>
+            }).collect_view()}
+        </ul>
+        {featured.map(|c| view! {
+            <section class="card" id="claim-card">
+                <h2>{t(lang, k::HOME_CLAIM_HEADING)}</h2>
+                <claims::ClaimSummary lang=lang claim=c />
+                <p class="muted">{fmt(lang, k::HOME_CLAIMS_COUNT, &[("count", &ds.claims.len().to_string())])}</p>
+            </section>
+        })}
+    }
+}
+
+#[component]
+fn Guides(lang: Lang, ds: Data) -> impl IntoView {
+    let topics = headroom_core::check::TOPICS;
+    view! {
+        <h1>{t(lang, k::GUIDES_TITLE)}</h1>
+        <p class="lead">{t(lang, k::GUIDES_LEAD)}</p>
+        <ul class="topics">
+            {topics.into_iter().map(|topic| {
+                let n = ds.claims.iter().filter(|c| c.topic == topic).count();
+                let href = format!("{}?topic={topic}", Route::Claims.path(lang));
+                view! {
+                    <li>
+                        <a href=href>{crate::ui::topic_label(lang, topic)}</a>
+                        " "
+                        <span class="muted">{fmt(lang, k::GUIDES_TOPIC_CLAIMS, &[("count", &n.to_string())])}</span>
+                    </li>
+                }
+            }).collect_view()}
+        </ul>
+    }
+}
+
+#[component]
+fn Probe(lang: Lang) -> impl IntoView {
+    view! {
+        <h1>{t(lang, k::PROBE_TITLE)}</h1>
+        <p class="lead">{t(lang, k::PROBE_LEAD)}</p>
+        <h2>{t(lang, k::PROBE_HOW)}</h2>
+        <p>{t(lang, k::PROBE_HOW_TEXT)}</p>
+        <pre><code>"cargo run --release -p probe\ncargo run --release -p probe -- --json --out report.json"</code></pre>
+        <h2>{t(lang, k::PROBE_MEASURES)}</h2>
+        <ul>
+            <li>{t(lang, k::PROBE_M_IDENTITY)}</li>
+            <li>{t(lang, k::PROBE_M_CAPACITY)}</li>
+            <li>{t(lang, k::PROBE_M_MORE)}</li>
+        </ul>
+        <h2>{t(lang, k::PROBE_EXIT_CODES)}</h2>
+        <p>{t(lang, k::PROBE_EXIT_TEXT)}</p>
+        <h2>{t(lang, k::PROBE_RESULTS)}</h2>
+        <p>{t(lang, k::PROBE_NO_RESULTS)}</p>
+    }
+}
+
+#[component]
+fn About(lang: Lang, ds: Data) -> impl IntoView {
+    let rule = |v: Verdict, key| {
+        let example = ds.claims.iter().find(|c| c.verdict == v).map(|c| c.id.clone());
+        let ds = ds.clone();
+        view! {
+            <dt><crate::ui::VerdictBadge lang=lang verdict=v /></dt>
+            <dd>
+                {t(lang, key)}
+                {example.map(|id| view! { <br /><ClaimRef lang=lang ds=ds id=id /> })}
+            </dd>
+        }
+    };
+    view! {
+        <h1>{t(lang, k::ABOUT_TITLE)}</h1>
+        <p class="lead">{t(lang, k::ABOUT_LEAD)}</p>
+        <dl class="rules">
+            {rule(Verdict::Verified, k::ABOUT_VERIFIED)}
+            {rule(Verdict::Qualified, k::ABOUT_QUALIFIED)}
+            {rule(Verdict::Unverified, k::ABOUT_UNVERIFIED)}
+            {rule(Verdict::Contradicted, k::ABOUT_CONTRADICTED)}
+        </dl>
+        <p>{t(lang, k::ABOUT_SOURCES)}</p>
+        <p>{t(lang, k::ABOUT_ENGINE)}</p>
+    }
+}
+
+#[component]
+pub fn NotFoundBody(lang: Lang) -> impl IntoView {
+    view! {
+        <h1>{t(lang, k::NOTFOUND_TITLE)}</h1>
+        <p>{t(lang, k::NOTFOUND_TEXT)}</p>
+        <ul>
+            {Lang::ALL.into_iter().map(|l| view! {
+                <li><a href=Route::Home.path(l) lang=l.bcp47()>{l.native_name()}</a></li>
+            }).collect_view()}
+        </ul>
+    }
+}

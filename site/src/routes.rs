@@ -1,0 +1,76 @@
+//! The site's routes: one list used by the router, the prerenderer, the service worker and tests.
+
+use headroom_core::Lang;
+
+/// A page of the site (without its language prefix).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    Home,
+    Calculator,
+    Claims,
+    Claim(String),
+    Gpus,
+    Guides,
+    Probe,
+    About,
+}
+
+impl Route {
+    /// The path under the language prefix, with a trailing slash: `claims/x/`.
+    pub fn rel(&self) -> String {
+        match self {
+            Route::Home => String::new(),
+            Route::Calculator => "calculator/".into(),
+            Route::Claims => "claims/".into(),
+            Route::Claim(id) => format!("claims/{id}/"),
+            Route::Gpus => "gpus/".into(),
+            Route::Guides => "guides/".into(),
+            Route::Probe => "probe/".into(),
+            Route::About => "about/".into(),
+        }
+    }
+
+    pub fn path(&self, lang: Lang) -> String {
+        format!("/{}/{}", lang.code(), self.rel())
+    }
+
+    /// Parses `/pt/claims/x/` (trailing slash optional).
+    pub fn parse(path: &str) -> Option<(Lang, Route)> {
+        let mut parts = path.trim_matches('/').split('/');
+        let lang = Lang::from_code(parts.next()?)?;
+        let rest: Vec<&str> = parts.filter(|p| !p.is_empty()).collect();
+        let route = match rest.as_slice() {
+            [] => Route::Home,
+            ["calculator"] => Route::Calculator,
+            ["claims"] => Route::Claims,
+            ["claims", id] => Route::Claim(id.to_string()),
+            ["gpus"] => Route::Gpus,
+            ["guides"] => Route::Guides,
+            ["probe"] => Route::Probe,
+            ["about"] => Route::About,
+            _ => return None,
+        };
+        Some((lang, route))
+    }
+
+    /// The pages in the main navigation, in order.
+    pub const NAV: [Route; 7] =
+        [Route::Home, Route::Calculator, Route::Claims, Route::Gpus, Route::Guides, Route::Probe, Route::About];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_round_trip() {
+        for r in [Route::Home, Route::Calculator, Route::Claim("a-b.c".into()), Route::About] {
+            for l in Lang::ALL {
+                assert_eq!(Route::parse(&r.path(l)), Some((l, r.clone())));
+            }
+        }
+        assert_eq!(Route::parse("/en/claims/x"), Some((Lang::En, Route::Claim("x".into()))));
+        assert_eq!(Route::parse("/de/"), None);
+        assert_eq!(Route::parse("/en/nope/"), None);
+    }
+}

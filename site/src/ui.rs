@@ -1,0 +1,208 @@
+//! Shared pieces: the layout (header, navigation, language switcher, footer), verdict badges,
+//! claim references, and the mapping of data codes to UI strings.
+
+use headroom_core::{Claim, Dataset, Lang, SourceKind, Verdict};
+use headroom_i18n::{fmt, k, t, Key};
+use leptos::prelude::*;
+use std::sync::Arc;
+
+use crate::routes::Route;
+
+/// localStorage key holding the language the reader picked.
+pub const LANG_KEY: &str = "headroom.lang";
+
+pub type Data = Arc<Dataset>;
+
+pub fn verdict_key(v: Verdict) -> Key {
+    match v {
+        Verdict::Verified => k::VERDICT_VERIFIED,
+        Verdict::Qualified => k::VERDICT_QUALIFIED,
+        Verdict::Unverified => k::VERDICT_UNVERIFIED,
+        Verdict::Contradicted => k::VERDICT_CONTRADICTED,
+    }
+}
+
+pub fn topic_key(topic: &str) -> Option<Key> {
+    Some(match topic {
+        "allocator" => k::TOPIC_ALLOCATOR,
+        "oom-message" => k::TOPIC_OOM_MESSAGE,
+        "diagnostics" => k::TOPIC_DIAGNOSTICS,
+        "diffusion" => k::TOPIC_DIFFUSION,
+        "video" => k::TOPIC_VIDEO,
+        "llm-inference" => k::TOPIC_LLM_INFERENCE,
+        "training" => k::TOPIC_TRAINING,
+        "hardware" => k::TOPIC_HARDWARE,
+        _ => return None,
+    })
+}
+
+pub fn topic_label(lang: Lang, topic: &str) -> String {
+    topic_key(topic).map(|key| t(lang, key).to_string()).unwrap_or_else(|| topic.to_string())
+}
+
+pub fn source_kind_key(kind: SourceKind) -> Key {
+    match kind {
+        SourceKind::OfficialDoc => k::KIND_OFFICIAL_DOC,
+        SourceKind::SourceCode => k::KIND_SOURCE_CODE,
+        SourceKind::ModelCard => k::KIND_MODEL_CARD,
+        SourceKind::Paper => k::KIND_PAPER,
+        SourceKind::VendorSpec => k::KIND_VENDOR_SPEC,
+        SourceKind::Community => k::KIND_COMMUNITY,
+        SourceKind::Measurement => k::KIND_MEASUREMENT,
+        SourceKind::Derivation => k::KIND_DERIVATION,
+    }
+}
+
+pub fn term_label(lang: Lang, term: &str) -> String {
+    let key = match term {
+        "weights" => k::TERM_WEIGHTS,
+        "kv-cache" => k::TERM_KV_CACHE,
+        "activations" => k::TERM_ACTIVATIONS,
+        "logits" => k::TERM_LOGITS,
+        "workspace" => k::TERM_WORKSPACE,
+        "cuda-context" => k::TERM_CUDA_CONTEXT,
+        "allocator-slack" => k::TERM_ALLOCATOR_SLACK,
+        "gradients" => k::TERM_GRADIENTS,
+        "optimizer-states" => k::TERM_OPTIMIZER_STATES,
+        "optimizer-step" => k::TERM_OPTIMIZER_STEP,
+        "text-encoder-weights" => k::TERM_TEXT_ENCODER_WEIGHTS,
+        "vae-weights" => k::TERM_VAE_WEIGHTS,
+        "compute-buffer" => k::TERM_COMPUTE_BUFFER,
+        "gpu-memory-utilization-headroom" => k::TERM_GPU_MEMORY_UTILIZATION_HEADROOM,
+        "zero3-gathered-layer" => k::TERM_ZERO3_GATHERED_LAYER,
+        "dequantized-layer" => k::TERM_DEQUANTIZED_LAYER,
+        other => return other.to_string(),
+    };
+    t(lang, key).to_string()
+}
+
+/// The text a reader should see first for a claim: the correction when the claim is wrong or
+/// needs conditions, else the statement.
+pub fn headline(c: &Claim, lang: Lang) -> String {
+    match (&c.correction, c.verdict) {
+        (Some(corr), Verdict::Contradicted | Verdict::Qualified) => corr.get(lang).to_string(),
+        _ => c.statement.get(lang).to_string(),
+    }
+}
+
+#[component]
+pub fn VerdictBadge(lang: Lang, verdict: Verdict) -> impl IntoView {
+    view! {
+        <span class=format!("badge {}", verdict.code()) data-verdict=verdict.code()>
+            {t(lang, verdict_key(verdict))}
+        </span>
+    }
+}
+
+/// A link to a claim with its verdict badge; unknown ids show as plain text.
+#[component]
+pub fn ClaimRef(lang: Lang, ds: Data, id: String) -> impl IntoView {
+    match ds.claim(&id) {
+        Some(c) => {
+            let href = Route::Claim(c.id.clone()).path(lang);
+            let text = headline(c, lang);
+            view! {
+                <a class="claimref" href=href data-claim=c.id.clone()>
+                    <VerdictBadge lang=lang verdict=c.verdict />
+                    " "
+                    <span>{text}</span>
+                </a>
+            }
+            .into_any()
+        }
+        None => view! { <span class="claimref">{id}</span> }.into_any(),
+    }
+}
+
+fn nav_key(r: &Route) -> Key {
+    match r {
+        Route::Home => k::NAV_HOME,
+        Route::Calculator => k::NAV_CALCULATOR,
+        Route::Claims | Route::Claim(_) => k::NAV_CLAIMS,
+        Route::Gpus => k::NAV_GPUS,
+        Route::Guides => k::NAV_GUIDES,
+        Route::Probe => k::NAV_PROBE,
+        Route::About => k::NAV_ABOUT,
+    }
+}
+
+/// Header (brand, navigation, language switcher), main and footer. In the browser it also sets
+/// `<html lang>` and the document title.
+#[component]
+pub fn Layout(lang: Lang, route: Route, title: String, #[prop(optional)] ds: Option<Data>, children: Children) -> impl IntoView {
+    #[cfg(feature = "csr")]
+    {
+        let title = title.clone();
+        Effect::new(move |_| {
+            let doc = document();
+            if let Some(root) = doc.document_element() {
+                let _ = root.set_attribute("lang", lang.bcp47());
+            }
+            doc.set_title(&title);
+        });
+    }
+    let _ = &title;
+    let current = route.clone();
+    let nav = Route::NAV
+        .iter()
+        .map(|r| {
+            let active = std::mem::discriminant(r) == std::mem::discriminant(&current)
+                || (matches!(r, Route::Claims) && matches!(current, Route::Claim(_)));
+            view! {
+                <li><a href=r.path(lang) aria-current=active.then_some("page")>{t(lang, nav_key(r))}</a></li>
+            }
+        })
+        .collect_view();
+    let switch = Lang::ALL
+        .into_iter()
+        .map(|l| {
+            let href = route.path(l);
+            view! {
+                <li>
+                    <a
+                        href=href
+                        hreflang=l.bcp47()
+                        lang=l.bcp47()
+                        data-lang=l.code()
+                        aria-current=(l == lang).then_some("true")
+                        on:click=move |_| {
+                            use gloo_storage::Storage;
+                            let _ = gloo_storage::LocalStorage::set(LANG_KEY, l.code());
+                        }
+                    >
+                        {l.native_name()}
+                    </a>
+                </li>
+            }
+        })
+        .collect_view();
+    let footer = match &ds {
+        Some(ds) => {
+            let count = |v| ds.claims.iter().filter(|c| c.verdict == v).count().to_string();
+            fmt(
+                lang,
+                k::HOME_VERDICTS,
+                &[
+                    ("verified", &count(Verdict::Verified)),
+                    ("qualified", &count(Verdict::Qualified)),
+                    ("unverified", &count(Verdict::Unverified)),
+                    ("contradicted", &count(Verdict::Contradicted)),
+                ],
+            )
+        }
+        None => String::new(),
+    };
+    view! {
+        <a class="skip" href="#main">{t(lang, k::NAV_SKIP)}</a>
+        <header class="top">
+            <a class="brand" href=Route::Home.path(lang)>{t(lang, k::BRAND_NAME)}</a>
+            <nav class="main" aria-label=t(lang, k::NAV_MAIN)><ul>{nav}</ul></nav>
+            <nav class="langs" aria-label=t(lang, k::NAV_LANGUAGE)><ul>{switch}</ul></nav>
+        </header>
+        <main id="main">{children()}</main>
+        <footer>
+            <p>{footer}</p>
+            <p>{fmt(lang, k::BRAND_VERSION, &[("version", env!("CARGO_PKG_VERSION"))])}</p>
+        </footer>
+    }
+}

@@ -1,0 +1,183 @@
+//! The whole site in real headless Chromium against `dataset serve`: every route in every
+//! language, the calculator against the engine, shared URLs, offline use, prerendered HTML,
+//! keyboard access, and screenshots at phone and desktop width (target/screenshots/).
+
+use headroom_core::fit::{fit, parse_input};
+use headroom_core::Lang;
+use headroom_e2e::data::loaded;
+use headroom_e2e::{get, repo_root, site_dir, Browser, Server, TempDir};
+use headroom_i18n::{k, t};
+use headroom_site::routes::Route;
+
+fn server(tmp: &TempDir) -> Server {
+    Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"))
+}
+
+/// Waits until the app has replaced the prerendered copy and rendered a heading.
+fn wait_app(b: &Browser) {
+    b.wait_js("return document.getElementById('prerendered') === null && !!document.querySelector('main h1')");
+}
+
+fn some_claim() -> String {
+    loaded().dataset.claims.iter().find(|c| c.correction.is_some()).unwrap().id.clone()
+}
+
+#[test]
+fn every_route_in_every_language_renders_without_errors() {
+    let tmp = TempDir::new("site-routes");
+    let server = server(&tmp);
+    let b = Browser::start();
+    let claim = some_claim();
+    for lang in Lang::ALL {
+        let mut routes = Route::NAV.to_vec();
+        routes.push(Route::Claim(claim.clone()));
+        for r in routes {
+            b.goto(&format!("{}{}", server.url, r.path(lang)));
+            wait_app(&b);
+            assert_eq!(b.js("return document.documentElement.lang"), lang.bcp47(), "{}", r.path(lang));
+            let text = b.text("main").unwrap();
+            // An unfilled `{placeholder}` would mean a string was used without its values.
+            let unfilled = text.split('{').skip(1).any(|rest| rest.split('}').next().is_some_and(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
+            assert!(!unfilled, "{}: unfilled placeholder in {text}", r.path(lang));
+            let errors = b.console_errors();
+            assert!(errors.is_empty(), "{}: console errors {errors:?}", r.path(lang));
+        }
+    }
+}
+
+#[test]
+fn the_calculator_shows_the_engines_numbers_and_restores_shared_urls() {
+    let tmp = TempDir::new("site-calc");
+    let server = server(&tmp);
+    let b = Browser::start();
+    let ds = &loaded().dataset;
+    for query in [
+        "?kind=llm-inference&model=llama-3.1-8b&weights=bf16&kv_cache=bf16&context=32768&batch=1&engine=transformers",
+        "?kind=training&model=llama-3.2-1b&method=lora&precision=bf16&optimizer=adamw&seq=2048&batch=1&gradient_checkpointing=true&lora_rank=16",
+        "?kind=diffusion&model=flux.1-dev&precision=bf16&width=1024&height=1024&batch=1",
+    ] {
+        let w = headroom_site::pages::calc::parse_query(query);
+        let expected = fit(ds, &parse_input(&serde_json::Value::Object(w).to_string()).unwrap()[0]).unwrap().peak_bytes;
+        b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(Lang::En), query));
+        wait_app(&b);
+        b.wait_js(&format!("return document.getElementById('peak')?.dataset.bytes === '{expected}'"));
+        assert_eq!(b.text("#peak").unwrap(), headroom_site::fmt::gib(expected as f64, Lang::En));
+    }
+    // Change the context: the result follows, the URL carries the state, and opening that URL
+    // elsewhere gives the same answer.
+    b.goto(&format!("{}{}?kind=llm-inference", server.url, Route::Calculator.path(Lang::Pt)));
+    wait_app(&b);
+    let before = b.js("return document.getElementById('peak').dataset.bytes");
+    b.js("const i = document.getElementById('c-context'); i.value = '65536'; i.dispatchEvent(new Event('input', {bubbles: true})); return 1");
+    b.wait_js(&format!("return document.getElementById('peak').dataset.bytes !== {before}"));
+    let url = b.current_url();
+    assert!(url.contains("context=65536"), "{url}");
+    let peak = b.js("return document.getElementById('peak').dataset.bytes");
+    b.goto("about:blank");
+    b.goto(&url);
+    wait_app(&b);
+    b.wait_js(&format!("return document.getElementById('peak')?.dataset.bytes === {peak}"));
+    assert_eq!(b.js("return document.getElementById('c-context').value"), "65536");
+}
+
+#[test]
+fn after_one_visit_the_site_works_offline() {
+    let tmp = TempDir::new("site-offline");
+    let mut server = server(&tmp);
+    let b = Browser::start();
+    b.goto(&format!("{}/en/", server.url));
+    wait_app(&b);
+    // The service worker installs (precaching the app and the data) and takes control.
+    b.wait_js("return !!navigator.serviceWorker.controller");
+    server.stop();
+    b.goto(&format!("{}{}?kind=training", server.url, Route::Calculator.path(Lang::En)));
+    wait_app(&b);
+    b.wait_js("return !!document.getElementById('peak')");
+    // A claim page never visited: the app shell renders it from the cached data.
+    let claim = some_claim();
+    b.goto(&format!("{}{}", server.url, Route::Claim(claim.clone()).path(Lang::It)));
+    wait_app(&b);
+    let c = loaded().dataset.claim(&claim).unwrap();
+    assert_eq!(b.text("main h1").unwrap(), headroom_site::ui::headline(c, Lang::It));
+}
+
+#[test]
+fn prerendered_pages_read_without_javascript_and_carry_their_metadata() {
+    let tmp = TempDir::new("site-prerender");
+    let server = server(&tmp);
+    let claim_id = some_claim();
+    let c = loaded().dataset.claim(&claim_id).unwrap().clone();
+    let (status, ctype, html) = get(&format!("{}{}", server.url, Route::Claim(claim_id.clone()).path(Lang::Pt)));
+    assert_eq!(status, 200);
+    assert!(ctype.starts_with("text/html"));
+    assert!(html.contains("<html lang=\"pt-BR\">"));
+    let esc = |s: &str| s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;");
+    let title = headroom_site::pages::title(Lang::Pt, &Route::Claim(claim_id.clone()), &loaded().dataset.for_lang(Lang::Pt));
+    assert!(html.contains(&format!("<title>{}</title>", esc(&title))), "title");
+    assert!(html.contains(&format!("<meta property=\"og:title\" content=\"{}\" />", esc(&title))));
+    assert!(html.contains("property=\"og:url\"") && html.contains("property=\"og:description\""));
+    assert!(html.contains("\"@type\":\"ClaimReview\""));
+    assert!(html.contains("<div id=\"prerendered\">"));
+    // The content is there without the app: statement, correction, sources.
+    assert!(html.contains(&esc(c.statement.pt.as_str())) || html.contains(c.statement.pt.as_str()));
+    for lang in Lang::ALL {
+        let (status, _, html) = get(&format!("{}{}", server.url, Route::Gpus.path(lang)));
+        assert_eq!(status, 200);
+        assert!(html.contains(&format!("<html lang=\"{}\">", lang.bcp47())));
+        assert!(html.contains(&esc(t(lang, k::GPUS_TITLE))));
+    }
+    let (status, ctype, manifest) = get(&format!("{}/manifest.webmanifest", server.url));
+    assert_eq!(status, 200, "{ctype}");
+    assert!(manifest.contains("icon-512.png"));
+    let (status, _, sw) = get(&format!("{}/sw.js", server.url));
+    assert_eq!(status, 200);
+    assert!(sw.contains("/data/zh.json") && sw.contains("headroom-"));
+}
+
+#[test]
+fn keyboard_alone_reaches_every_calculator_control() {
+    let tmp = TempDir::new("site-keys");
+    let server = server(&tmp);
+    let b = Browser::start();
+    b.goto(&format!("{}{}?kind=diffusion", server.url, Route::Calculator.path(Lang::En)));
+    wait_app(&b);
+    let controls = b.js("return Array.from(document.querySelectorAll('main input, main select, main button, main a')).length").as_u64().unwrap();
+    assert!(controls > 10, "{controls}");
+    b.js("document.activeElement.blur(); window.__seen = new Set(); document.addEventListener('focusin', e => window.__seen.add(e.target)); return 1");
+    for _ in 0..(controls + 40) {
+        b.keys("\u{E004}");
+    }
+    // Reached directly, or (the platform's keyboard patterns) a radio whose group's checked
+    // button was reached (arrows move within a group), or a control inside a closed <details>
+    // whose summary was reached (Enter opens it).
+    let missed = b.js("return Array.from(document.querySelectorAll('main input, main select, main button, main a')).filter(e => {
+        if (window.__seen.has(e)) return false;
+        if (e.type === 'radio') return !Array.from(document.getElementsByName(e.name)).some(r => r.checked && window.__seen.has(r));
+        const d = e.closest('details');
+        if (d && !d.open) return !window.__seen.has(d.querySelector('summary'));
+        return true;
+    }).map(e => e.id || e.textContent).slice(0, 10)");
+    assert_eq!(missed, serde_json::json!([]), "controls keyboard focus never reached");
+}
+
+#[test]
+fn screenshots_of_the_main_pages_at_phone_and_desktop_width() {
+    let tmp = TempDir::new("site-shots");
+    let server = server(&tmp);
+    let b = Browser::start();
+    let out = repo_root().join("target/screenshots");
+    std::fs::create_dir_all(&out).unwrap();
+    let claim = some_claim();
+    for lang in [Lang::En, Lang::Zh] {
+        for (name, route) in [("home", Route::Home), ("calculator", Route::Calculator), ("claim", Route::Claim(claim.clone())), ("gpus", Route::Gpus)] {
+            for (size, (w, h)) in [("phone", (390, 844)), ("desktop", (1280, 900))] {
+                b.resize(w, h);
+                b.goto(&format!("{}{}", server.url, route.path(lang)));
+                wait_app(&b);
+                let png = b.screenshot();
+                assert!(png.starts_with(b"\x89PNG"), "a PNG");
+                std::fs::write(out.join(format!("{}-{name}-{size}.png", lang.code())), png).unwrap();
+            }
+        }
+    }
+}
