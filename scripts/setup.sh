@@ -9,12 +9,12 @@ cd "$(dirname "$0")/.."
 
 bash scripts/install-wasm-toolchain.sh --no-trunk Cargo.lock
 
-if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-  echo "[setup] installing Debian's chromium and chromium-driver (browser tests)" >&2
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 || ! fc-list 2>/dev/null | grep -qi "wenquanyi"; then
+  echo "[setup] installing Debian's chromium, chromium-driver and a CJK font (browser tests, screenshots)" >&2
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-wqy-zenhei fontconfig >/dev/null
 fi
 echo "[setup] ok: $(chromium --version 2>/dev/null | head -1); $(chromedriver --version | head -1)" >&2

@@ -1,14 +1,13 @@
-//! The browser app: one wildcard route that parses the path (see `routes`), loads the compact
-//! data of the page's language, and renders the same `Page` the prerenderer wrote.
+//! The browser app: it follows the address (links are handled in the page, with the History API),
+//! loads the compact data of the page's language, and renders the same `Page` the prerenderer
+//! wrote. No router library: `routes::Route::parse` is the whole routing table.
 
 use std::sync::Arc;
 
 use headroom_core::{Dataset, Lang};
 use headroom_i18n::{fmt, k, t};
+use leptos::ev;
 use leptos::prelude::*;
-use leptos_router::components::{Route as RouterRoute, Router, Routes};
-use leptos_router::hooks::{use_location, use_navigate};
-use leptos_router::path;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
@@ -34,6 +33,12 @@ pub async fn dataset(lang: Lang) -> Result<Arc<Dataset>, String> {
     Dataset::from_json(&body).map(Arc::new).map_err(|e| format!("{url}: {e}"))
 }
 
+/// Every claim's sources with their quoted passages (`/data/evidence.json`).
+pub async fn evidence() -> Result<std::collections::BTreeMap<String, Vec<headroom_core::Source>>, String> {
+    let body = fetch_text("/data/evidence.json").await?;
+    serde_json::from_str(&body).map_err(|e| format!("/data/evidence.json: {e}"))
+}
+
 fn saved_lang() -> Option<Lang> {
     use gloo_storage::Storage;
     gloo_storage::LocalStorage::get::<String>(LANG_KEY).ok().and_then(|c| Lang::from_code(&c))
@@ -45,22 +50,55 @@ fn browser_lang() -> Lang {
     Lang::negotiate(tags.iter().map(String::as_str))
 }
 
-#[component]
-fn RootRedirect() -> impl IntoView {
-    let lang = saved_lang().unwrap_or_else(browser_lang);
-    let navigate = use_navigate();
-    Effect::new(move |_| navigate(&Route::Home.path(lang), leptos_router::NavigateOptions { replace: true, ..Default::default() }));
+/// The current (path, query) of the window.
+fn here() -> (String, String) {
+    let loc = window().location();
+    (loc.pathname().unwrap_or_default(), loc.search().unwrap_or_default())
+}
+
+fn go(to: &str, replace: bool) {
+    if let Ok(h) = window().history() {
+        let _ = if replace {
+            h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(to))
+        } else {
+            h.push_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(to))
+        };
+    }
 }
 
 #[component]
-fn AnyPage() -> impl IntoView {
-    let location = use_location();
-    let parsed = Memo::new(move |_| Route::parse(&location.pathname.get()));
-    let lang = Memo::new(move |_| parsed.get().map(|(l, _)| l));
-    let data = LocalResource::new(move || {
-        let l = lang.get().unwrap_or(Lang::En);
-        dataset(l)
+pub fn App() -> impl IntoView {
+    // `/` goes to the remembered language, else the browser's.
+    if here().0 == "/" {
+        let lang = saved_lang().unwrap_or_else(browser_lang);
+        go(&Route::Home.path(lang), true);
+    }
+    let location = RwSignal::new(here());
+    // In-site links change the address without reloading; the back button comes back here.
+    let _ = window_event_listener(ev::popstate, move |_| location.set(here()));
+    let _ = window_event_listener(ev::click, move |e: web_sys::MouseEvent| {
+        if e.default_prevented() || e.button() != 0 || e.ctrl_key() || e.meta_key() || e.shift_key() || e.alt_key() {
+            return;
+        }
+        let Some(a) = e.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()).and_then(|el| el.closest("a[href]").ok().flatten()) else {
+            return;
+        };
+        let href = a.get_attribute("href").unwrap_or_default();
+        let path = href.split(['?', '#']).next().unwrap_or("");
+        if !href.starts_with('/') || href.starts_with("//") || a.has_attribute("target") || a.has_attribute("download") {
+            return;
+        }
+        if Route::parse(path).is_none() {
+            return;
+        }
+        e.prevent_default();
+        go(&href, false);
+        location.set(here());
+        window().scroll_to_with_x_and_y(0.0, 0.0);
     });
+    let parsed = Memo::new(move |_| location.with(|(p, _)| Route::parse(p)));
+    let lang = Memo::new(move |_| parsed.get().map(|(l, _)| l));
+    let data = LocalResource::new(move || dataset(lang.get().unwrap_or(Lang::En)));
     move || match parsed.get() {
         None => {
             let l = saved_lang().unwrap_or_else(browser_lang);
@@ -70,20 +108,15 @@ fn AnyPage() -> impl IntoView {
             None => view! { <main id="main"><p class="muted">{t(l, k::HOME_LOADING)}</p></main> }.into_any(),
             Some(Err(e)) => view! { <main id="main"><p role="alert">{fmt(l, k::HOME_LOAD_ERROR, &[("error", &e)])}</p></main> }.into_any(),
             Some(Ok(ds)) => {
-                let query = location.search.get_untracked();
+                // The first render with data: the page is interactive (read by the size test).
+                if let Some(p) = window().performance() {
+                    if p.get_entries_by_name("headroom-interactive").length() == 0 {
+                        let _ = p.mark("headroom-interactive");
+                    }
+                }
+                let query = location.with_untracked(|(_, q)| q.clone());
                 view! { <Page lang=l route=route ds=ds query=query /> }.into_any()
             }
         },
-    }
-}
-
-#[component]
-pub fn App() -> impl IntoView {
-    view! {
-        <Router>
-            <Routes fallback=AnyPage>
-                <RouterRoute path=path!("/") view=RootRedirect />
-            </Routes>
-        </Router>
     }
 }

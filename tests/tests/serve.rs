@@ -38,6 +38,12 @@ fn serves_health_the_site_and_the_data() {
     assert_eq!(zh.claims.len(), ds.claims.len());
     assert_eq!(zh.claims[0].statement.zh, ds.claims[0].statement.zh);
     assert!(zh.claims[0].statement.en.is_empty() && zh.claims[0].note.pt.is_empty());
+    // They leave the quoted passages out; evidence.json has them, by claim id.
+    assert!(zh.claims.iter().all(|c| c.sources.iter().all(|s| s.passage.is_empty())));
+    let (status, _, body) = get(&format!("{}/data/evidence.json", server.url));
+    assert_eq!(status, 200);
+    let evidence: std::collections::BTreeMap<String, Vec<headroom_core::Source>> = serde_json::from_str(&body).unwrap();
+    assert_eq!(evidence[&ds.claims[0].id], ds.claims[0].sources);
 
     let (status, _, _) = get(&format!("{}/no-such-file.js", server.url));
     assert_eq!(status, 404);

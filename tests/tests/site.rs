@@ -99,6 +99,8 @@ fn after_one_visit_the_site_works_offline() {
     wait_app(&b);
     let c = loaded().dataset.claim(&claim).unwrap();
     assert_eq!(b.text("main h1").unwrap(), headroom_site::ui::headline(c, Lang::It));
+    // The quoted passages arrive from the cached evidence file.
+    b.wait_js("return document.querySelectorAll('ol.sources blockquote').length > 0");
 }
 
 #[test]

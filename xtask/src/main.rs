@@ -4,6 +4,7 @@
 //!   cargo xtask dist           build the complete static site into site/dist/
 //!   cargo xtask serve [ARGS]   setup + dist, then `dataset serve ARGS` (release build)
 //!   cargo xtask test           setup + dist, then every test, including headless Chromium
+//!   cargo xtask size           setup + dist, then measure first-load bytes, time to interactive, recompute time
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -35,11 +36,12 @@ fn main() -> ExitCode {
         "dist" => setup().and_then(|()| dist()),
         "serve" => setup().and_then(|()| dist()).and_then(|()| serve(rest)),
         "test" => setup().and_then(|()| dist()).and_then(|()| test()),
+        "size" => setup().and_then(|()| dist()).and_then(|()| size()),
         "help" | "-h" | "--help" => {
-            println!("{}", include_str!("main.rs").lines().skip(2).take(4).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
+            println!("{}", include_str!("main.rs").lines().skip(2).take(5).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
             Ok(())
         }
-        other => Err(format!("unknown task `{other}` (tasks: setup, dist, serve, test)")),
+        other => Err(format!("unknown task `{other}` (tasks: setup, dist, serve, test, size)")),
     };
     match result {
         Ok(()) => {
@@ -153,6 +155,8 @@ fn dist() -> Result {
         .arg("--site")
         .arg(&out))?;
 
+    precompress(&out)?;
+
     let dist = root.join("site/dist");
     let _ = std::fs::remove_dir_all(&dist);
     std::fs::rename(&out, &dist).map_err(|e| format!("{} -> {}: {e}", out.display(), dist.display()))?;
@@ -162,6 +166,43 @@ fn dist() -> Result {
         wasm_bytes.len(),
         js_bytes.len()
     );
+    Ok(())
+}
+
+/// Writes `FILE.br` (brotli) and `FILE.gz` (gzip -9) next to every text and wasm file, so that
+/// `dataset serve` (and any static host that supports it) sends them precompressed.
+fn precompress(dir: &Path) -> Result {
+    use std::io::Write;
+    let mut files = Vec::new();
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result {
+        for e in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else if p.extension().and_then(|x| x.to_str()).is_some_and(|x| ["html", "js", "wasm", "css", "json", "webmanifest", "svg"].contains(&x)) {
+                out.push(p);
+            }
+        }
+        Ok(())
+    }
+    walk(dir, &mut files)?;
+    for p in &files {
+        let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        // The largest quality for the few big assets, a faster one for the many pages.
+        let quality = if bytes.len() > 32 * 1024 { 11 } else { 9 };
+        let mut br = Vec::new();
+        {
+            let mut w = brotli::CompressorWriter::new(&mut br, 1 << 16, quality, 22);
+            w.write_all(&bytes).map_err(|e| e.to_string())?;
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&bytes).map_err(|e| e.to_string())?;
+        let gz = gz.finish().map_err(|e| e.to_string())?;
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        write(&p.with_file_name(format!("{name}.br")), &br)?;
+        write(&p.with_file_name(format!("{name}.gz")), &gz)?;
+    }
+    eprintln!("[xtask] precompressed {} files (.br, .gz)", files.len());
     Ok(())
 }
 
@@ -181,12 +222,20 @@ fn serve(args: &[String]) -> Result {
     run(cargo().args(["run", "--release", "--quiet", "-p", "dataset", "--", "serve"]).args(args))
 }
 
+fn size() -> Result {
+    run(cargo()
+        .args(["test", "-q", "-p", "headroom-e2e", "--test", "size", "--", "--ignored", "--nocapture"])
+        .env("HEADROOM_SITE", root().join("site/dist")))
+}
+
 fn test() -> Result {
     let root = root();
     run(cargo().args(["run", "--quiet", "-p", "dataset", "--", "check"]))?;
     // Native crates (default members) with their unit and end-to-end tests; the e2e tests use
     // the site just built, the real binaries, 127.0.0.1 and Debian's chromium.
     run(cargo().args(["test", "--no-fail-fast"]).env("HEADROOM_SITE", root.join("site/dist")))?;
+    // The site's own pure pieces (routes, query strings, number formats), natively.
+    run(cargo().args(["test", "-p", "headroom-site", "--lib"]))?;
     // The pure core must keep building for the browser.
     run(in_wasm_env("cargo").args(["check", "-p", "headroom-core", "--no-default-features", "--target", WASM_TARGET]))
 }

@@ -72,10 +72,13 @@ pub fn build(dir: &Path, out: &Path) -> Result<(), String> {
     // One compact file per language: what the app loads.
     for lang in headroom_core::Lang::ALL {
         let p = data_dir.join(format!("{}.json", lang.code()));
-        std::fs::write(&p, loaded.dataset.for_lang(lang).to_json()).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(&p, loaded.dataset.for_lang(lang).without_passages().to_json()).map_err(|e| format!("{}: {e}", p.display()))?;
     }
+    let p = data_dir.join("evidence.json");
+    let evidence = serde_json::to_string(&loaded.dataset.evidence()).expect("evidence serializes");
+    std::fs::write(&p, evidence).map_err(|e| format!("{}: {e}", p.display()))?;
     println!(
-        "dataset build: {} claims -> {} (all languages) and {}/{{pt,es,zh,it,en}}.json",
+        "dataset build: {} claims -> {} (all languages), {}/{{pt,es,zh,it,en}}.json (without passages) and evidence.json",
         loaded.dataset.claims.len(),
         path.display(),
         data_dir.display()

@@ -67,8 +67,15 @@ pub fn router(store: Arc<dyn Store>, site: &Path) -> Result<Router, String> {
     })?;
     let state = AppState { store, index_html: Arc::new(index_html) };
     let api = Router::new().route("/health", get(health)).fallback(api_not_found);
-    let static_files = ServeDir::new(site).fallback(get(app_shell).with_state(state.clone()));
-    Ok(Router::new().nest("/api/v1", api).fallback_service(static_files).with_state(state))
+    // `cargo xtask dist` writes .br and .gz next to each file; those go out when accepted.
+    let static_files =
+        ServeDir::new(site).precompressed_br().precompressed_gzip().fallback(get(app_shell).with_state(state.clone()));
+    // Static files go out brotli- or gzip-compressed when the client accepts it.
+    Ok(Router::new()
+        .nest("/api/v1", api)
+        .fallback_service(static_files)
+        .layer(tower_http::compression::CompressionLayer::new())
+        .with_state(state))
 }
 
 pub fn run(addr: SocketAddr, db: &Path, site: &Path) -> Result<(), String> {

@@ -280,6 +280,45 @@ impl Dataset {
         ds
     }
 
+    /// The same dataset with the quoted passages left out (claims keep every other source field;
+    /// catalog entries keep their main source's kind, title and link). The site loads this on
+    /// every page and fetches the passages (`evidence`) only where they are shown.
+    pub fn without_passages(&self) -> Dataset {
+        let mut ds = self.clone();
+        for c in &mut ds.claims {
+            for s in &mut c.sources {
+                s.passage.clear();
+            }
+        }
+        for g in &mut ds.gpus {
+            g.source.passage.clear();
+            g.extra_sources.clear();
+        }
+        for m in &mut ds.llms {
+            m.source.passage.clear();
+        }
+        for d in &mut ds.diffusion {
+            d.source.passage.clear();
+            for c in &mut d.components {
+                c.source.passage.clear();
+            }
+        }
+        for q in &mut ds.quant {
+            q.source.passage.clear();
+        }
+        for t in &mut ds.tools {
+            for f in &mut t.flags {
+                f.source.passage.clear();
+            }
+        }
+        ds
+    }
+
+    /// Every claim's full sources, by claim id (the passages `without_passages` leaves out).
+    pub fn evidence(&self) -> BTreeMap<String, Vec<Source>> {
+        self.claims.iter().map(|c| (c.id.clone(), c.sources.clone())).collect()
+    }
+
     /// The built JSON document.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("dataset serializes")

@@ -191,6 +191,7 @@ fn main() {
     }
     for lang in Lang::ALL {
         precache.push(format!("/data/{}.json", lang.code()));
+        precache.push("/data/evidence.json".into());
         for r in Route::NAV.iter() {
             precache.push(r.path(lang));
         }

@@ -120,6 +120,8 @@ pub fn compute(ds: &headroom_core::Dataset, state: &State) -> Result<Fit, String
 enum Ctl {
     Select(&'static str, Key, Vec<(String, String)>),
     Number(&'static str, Key, &'static str),
+    /// A number whose empty value means a default shown as the placeholder.
+    NumberOr(&'static str, Key, &'static str, String),
     Check(&'static str, Key),
 }
 
@@ -189,7 +191,10 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
             ];
             match engine.as_str() {
                 "vllm" => c.push(Ctl::Number("gpu_memory_utilization", k::CALC_GPU_MEMORY_UTILIZATION, "0.01")),
-                "llama.cpp" | "ollama" => c.push(Ctl::Number("gpu_layers", k::CALC_GPU_LAYERS, "1")),
+                "llama.cpp" | "ollama" => {
+                    let layers = ds.llm(&get("model")).map(|m| m.layers.to_string()).unwrap_or_default();
+                    c.push(Ctl::NumberOr("gpu_layers", k::CALC_GPU_LAYERS, "1", layers))
+                }
                 _ => c.push(Ctl::Check("all_logits", k::CALC_ALL_LOGITS)),
             }
             c
@@ -241,12 +246,13 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
             }
             .into_any()
         }
-        Ctl::Number(field, label, step) => {
+        Ctl::Number(field, label, step) => control_view(lang, ds, state, Ctl::NumberOr(field, label, step, String::new())),
+        Ctl::NumberOr(field, label, step, placeholder) => {
             let id = format!("c-{field}");
             let current = move || state.with(|s| s.get(field).map(|v| v.to_string()).unwrap_or_default());
             view! {
                 <label for=id.clone()>{t(lang, label)}</label>
-                <input id=id type="number" inputmode="decimal" min="0" step=step prop:value=current on:input=move |ev| {
+                <input id=id type="number" inputmode="decimal" min="0" step=step placeholder=placeholder prop:value=current on:input=move |ev| {
                     let v = event_target_value(&ev);
                     let value = if v.trim().is_empty() {
                         Value::Null

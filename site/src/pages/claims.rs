@@ -133,6 +133,19 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
     let copied = RwSignal::new(None::<usize>);
     let cites = citations(&c, lang);
     let measurements: Vec<_> = c.sources.iter().filter(|s| s.kind == SourceKind::Measurement).cloned().collect();
+    // The compact data the app loads has no passages; they come from the evidence file.
+    let sources = RwSignal::new(c.sources.clone());
+    #[cfg(feature = "csr")]
+    if c.sources.iter().any(|s| s.passage.is_empty()) {
+        let id = c.id.clone();
+        leptos::task::spawn_local(async move {
+            if let Ok(mut ev) = crate::app::evidence().await {
+                if let Some(full) = ev.remove(&id) {
+                    sources.set(full);
+                }
+            }
+        });
+    }
     view! {
         <p><a href=Route::Claims.path(lang)>{"← "}{t(lang, k::CLAIM_BACK)}</a></p>
         <article class="claim-page" data-claim-id=c.id.clone()>
@@ -164,7 +177,7 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
             </dl>
             <h2>{t(lang, k::CLAIM_SOURCES)}</h2>
             <ol class="sources">
-                {c.sources.iter().map(|s| {
+                {move || sources.get().iter().map(|s| {
                     let title = s.title.clone();
                     let link = s.url.clone();
                     view! {
@@ -181,7 +194,7 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
                                     {s.version.as_ref().map(|v| format!(" · {}", fmt(lang, k::CLAIM_VERSION, &[("version", &v.chars().take(12).collect::<String>())])))}
                                 </span>
                             </p>
-                            <blockquote><pre>{s.passage.clone()}</pre></blockquote>
+                            {(!s.passage.is_empty()).then(|| view! { <blockquote><pre>{s.passage.clone()}</pre></blockquote> })}
                             {s.compute.as_ref().map(|e| view! { <p><code>{e.clone()}</code></p> })}
                         </li>
                     }

@@ -1,0 +1,81 @@
+//! Size and speed of the site, measured for real (run with `cargo xtask size`, which prints the
+//! figures): compressed bytes of a first visit, time to interactive on the local server, and the
+//! time of one recompute in the browser. Ignored by `cargo test`: it is a measurement, and its
+//! targets (300 KB, no perceptible delay) are reported, not asserted on a shared CI machine.
+
+use headroom_core::Lang;
+use headroom_e2e::{http, site_dir, Browser, Server, TempDir};
+use headroom_site::routes::Route;
+
+/// Bytes on the wire for one URL with the given Accept-Encoding, and the encoding served.
+fn wire(url: &str, encoding: &str) -> (usize, String) {
+    let mut resp = http().get(url).header("Accept-Encoding", encoding).call().unwrap();
+    assert_eq!(resp.status().as_u16(), 200, "{url}");
+    let enc = resp.headers().get("content-encoding").and_then(|v| v.to_str().ok()).unwrap_or("identity").to_string();
+    let body = resp.body_mut().with_config().limit(64 << 20).read_to_vec().unwrap();
+    (body.len(), enc)
+}
+
+#[test]
+#[ignore]
+fn first_load_size_time_to_interactive_and_recompute() {
+    let tmp = TempDir::new("size");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let page = Route::Calculator.path(Lang::En);
+    // What a first visit of a page downloads: the prerendered HTML, then what it links to.
+    let html = std::fs::read_to_string(site_dir().join(page.trim_start_matches('/')).join("index.html")).unwrap();
+    let mut urls = vec![page.clone()];
+    for attr in ["href=\"/", "src=\"/", "import init from \"/", "module_or_path: \"/"] {
+        for part in html.split(attr).skip(1) {
+            let path = format!("/{}", part.split('"').next().unwrap());
+            let wanted = [".js", ".wasm", ".css", ".webmanifest", ".svg"].iter().any(|e| path.ends_with(e));
+            if wanted && !urls.contains(&path) {
+                urls.push(path);
+            }
+        }
+    }
+    urls.push("/data/en.json".into());
+    urls.push("/sw.js".into());
+    println!("first load of {page}:");
+    let (mut br_total, mut gz_total, mut raw_total) = (0, 0, 0);
+    for u in &urls {
+        let url = format!("{}{u}", server.url);
+        let (br, enc_br) = wire(&url, "br");
+        let (gz, _) = wire(&url, "gzip");
+        let (raw, _) = wire(&url, "identity");
+        println!("  {u:<44} {raw:>8} raw  {gz:>7} gzip  {br:>7} {enc_br}");
+        br_total += br;
+        gz_total += gz;
+        raw_total += raw;
+    }
+    println!("  total: {raw_total} bytes raw, {gz_total} gzip, {br_total} brotli (target: 300 KB = 307200 bytes compressed)");
+
+    let b = Browser::start();
+    let mut tti = Vec::new();
+    for _ in 0..3 {
+        b.goto("about:blank");
+        b.goto(&format!("{}{page}?kind=llm-inference", server.url));
+        b.wait_js("return performance.getEntriesByName('headroom-interactive').length > 0 && !!document.getElementById('peak')");
+        tti.push(b.js("return performance.getEntriesByName('headroom-interactive')[0].startTime").as_f64().unwrap());
+    }
+    println!("time to interactive on the local server (ms, 3 loads, service worker warm after the first): {tti:?}");
+    let times = b.js(
+        "return (async () => {
+            const input = document.getElementById('c-context');
+            const peak = () => document.getElementById('peak').dataset.bytes;
+            const out = [];
+            for (let i = 0; i < 20; i++) {
+                const before = peak();
+                const t0 = performance.now();
+                input.value = String(4096 + 1024 * i);
+                input.dispatchEvent(new Event('input', {bubbles: true}));
+                while (peak() === before) { await new Promise(r => setTimeout(r, 0)); }
+                out.push(performance.now() - t0);
+            }
+            return out;
+        })()",
+    );
+    let mut v: Vec<f64> = times.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!("one recompute in the browser (input event to updated peak, ms): median {:.2}, max {:.2} over {} changes", v[v.len() / 2], v[v.len() - 1], v.len());
+}
