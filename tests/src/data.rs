@@ -1,31 +1,12 @@
 //! The real data files, loaded through the core exactly as `dataset check` does.
 
-use std::path::Path;
 use std::sync::OnceLock;
 
 use headroom_core::load::{load, Loaded};
 
 /// Every file under dataset/data (relative paths with '/').
 pub fn data_files() -> Vec<(String, String)> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
-        for entry in std::fs::read_dir(dir).unwrap().flatten() {
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().to_string();
-            if name.starts_with('.') || name == "README.md" {
-                continue;
-            }
-            if path.is_dir() {
-                walk(root, &path, out);
-            } else {
-                let rel = path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
-                out.push((rel, std::fs::read_to_string(&path).unwrap()));
-            }
-        }
-    }
-    let root = crate::repo_root().join("dataset/data");
-    let mut out = Vec::new();
-    walk(&root, &root, &mut out);
-    out
+    headroom_core::files::read_tree(&crate::repo_root().join("dataset/data")).unwrap()
 }
 
 /// The loaded, checked dataset (panics with every problem listed when the data is broken).

@@ -1,4 +1,4 @@
-//! `cargo bench -p headroom-core --bench fit`: one fit (breakdown, fits over the catalog, levers)
+//! `cargo bench -p headroom-core --features fs --bench fit`: one fit (breakdown, fits over the catalog, levers)
 //! per workload kind, and one workload fitted once per catalog GPU (what a GPU table with a fit
 //! column costs). Targets: under 1 ms and under 16 ms.
 
@@ -7,25 +7,7 @@ use headroom_core::fit::{fit, parse_input};
 use headroom_core::load::load;
 
 fn data_files() -> Vec<(String, String)> {
-    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<(String, String)>) {
-        for e in std::fs::read_dir(dir).expect("data dir").flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().to_string();
-            if name.starts_with('.') || name == "README.md" {
-                continue;
-            }
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
-                out.push((rel, std::fs::read_to_string(&p).unwrap()));
-            }
-        }
-    }
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data");
-    let mut out = Vec::new();
-    walk(&root, &root, &mut out);
-    out
+    headroom_core::files::read_tree(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data")).expect("the data directory")
 }
 
 fn bench(c: &mut Criterion) {

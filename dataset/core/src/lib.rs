@@ -8,6 +8,8 @@ pub mod catalog;
 mod catalog_check;
 pub mod check;
 pub mod derive;
+#[cfg(feature = "fs")]
+pub mod files;
 pub mod fit;
 pub mod lang;
 pub mod model;

@@ -23,27 +23,6 @@ fn site_url() -> String {
     std::env::var("HEADROOM_SITE_URL").unwrap_or_else(|_| "http://127.0.0.1:8080".into()).trim_end_matches('/').to_string()
 }
 
-fn read_tree(dir: &Path) -> Vec<(String, String)> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
-        for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().to_string();
-            if name.starts_with('.') || name == "README.md" {
-                continue;
-            }
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
-                out.push((rel, std::fs::read_to_string(&p).unwrap()));
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
 fn claim_review(ds: &Dataset, lang: Lang, id: &str, url: &str) -> Option<String> {
     let c = ds.claim(id)?;
     let rating = match c.verdict {
@@ -138,7 +117,11 @@ fn main() {
         }
         i += 2;
     }
-    let loaded = headroom_core::load::load(&read_tree(&data)).unwrap_or_else(|problems| {
+    let files = headroom_core::files::read_tree(&data).unwrap_or_else(|e| {
+        eprintln!("prerender: {e}");
+        std::process::exit(1);
+    });
+    let loaded = headroom_core::load::load(&files).unwrap_or_else(|problems| {
         eprintln!("prerender: the data does not pass `dataset check` ({} problems)", problems.len());
         std::process::exit(1);
     });
