@@ -219,6 +219,8 @@ fn gzip_len(bytes: &[u8]) -> String {
 }
 
 fn serve(args: &[String]) -> Result {
+    // `cargo xtask serve -- --addr …`: the separator is cargo's habit, not dataset's.
+    let args = if args.first().is_some_and(|a| a == "--") { &args[1..] } else { args };
     run(cargo().args(["run", "--release", "--quiet", "-p", "dataset", "--", "serve"]).args(args))
 }
 
