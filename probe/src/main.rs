@@ -2,6 +2,7 @@
 //! fragmentation, replay, submit) grows here; see probe/README.md for methods and exit codes.
 
 mod cuda;
+mod measure;
 mod report;
 
 use std::path::PathBuf;
@@ -26,7 +27,12 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let report = match cuda::measure(cli.device) {
+    let mut progress = |step: &str| {
+        if !cli.json {
+            eprintln!("probe: measuring {step}…");
+        }
+    };
+    let report = match cuda::measure(cli.device, &mut progress) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("probe: {e}");

@@ -1,0 +1,336 @@
+//! The measurements, written against the `Device` trait so that their logic (bounded searches,
+//! statistics, always giving memory back) is tested on a simulated device and runs unchanged on a
+//! real GPU.
+
+use serde::Serialize;
+
+pub const MIB: u64 = 1 << 20;
+
+/// One device allocation.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Alloc {
+    pub ptr: u64,
+    pub bytes: u64,
+}
+
+/// What the measurements need from a device.
+pub trait Device {
+    /// Free bytes as the driver reports them (cuMemGetInfo).
+    fn free_bytes(&mut self) -> Result<u64, String>;
+    /// Allocates `bytes`; `Ok(None)` when the device is out of memory.
+    fn alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, String>;
+    fn free(&mut self, a: Alloc) -> Result<(), String>;
+    /// A monotonic clock in nanoseconds (host time; allocation calls are synchronous).
+    fn now_ns(&self) -> u64;
+}
+
+/// Holds allocations and frees them all when dropped, so no path leaves memory behind.
+pub struct Held<'a, D: Device> {
+    dev: &'a mut D,
+    allocs: Vec<Alloc>,
+}
+
+impl<'a, D: Device> Held<'a, D> {
+    pub fn new(dev: &'a mut D) -> Self {
+        Held {
+            dev,
+            allocs: Vec::new(),
+        }
+    }
+    pub fn alloc(&mut self, bytes: u64) -> Result<bool, String> {
+        match self.dev.alloc(bytes)? {
+            Some(a) => {
+                self.allocs.push(a);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+    pub fn free_at(&mut self, i: usize) -> Result<(), String> {
+        let a = self.allocs.remove(i);
+        self.dev.free(a)
+    }
+    pub fn len(&self) -> usize {
+        self.allocs.len()
+    }
+    pub fn held_bytes(&self) -> u64 {
+        self.allocs.iter().map(|a| a.bytes).sum()
+    }
+    pub fn device(&mut self) -> &mut D {
+        self.dev
+    }
+    pub fn release(&mut self) -> Result<(), String> {
+        let mut first_err = None;
+        for a in self.allocs.drain(..) {
+            if let Err(e) = self.dev.free(a) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl<D: Device> Drop for Held<'_, D> {
+    fn drop(&mut self) {
+        let _ = self.release();
+    }
+}
+
+/// The largest single allocation, found by bisection between 0 and the free memory, to
+/// `granularity` bytes. Every successful probe allocation is freed at once.
+pub fn largest_allocation<D: Device>(dev: &mut D, granularity: u64) -> Result<u64, String> {
+    let (mut lo, mut hi) = (0u64, dev.free_bytes()? / granularity + 1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        match dev.alloc(mid * granularity)? {
+            Some(a) => {
+                dev.free(a)?;
+                lo = mid;
+            }
+            None => hi = mid,
+        }
+    }
+    Ok(lo * granularity)
+}
+
+/// How much this process can allocate in total: chunks of `chunk` bytes until the device refuses,
+/// then halving chunks down to `min_chunk`; everything is freed before returning.
+pub fn usable_capacity<D: Device>(dev: &mut D, chunk: u64, min_chunk: u64) -> Result<u64, String> {
+    let mut held = Held::new(dev);
+    let mut size = chunk;
+    while size >= min_chunk {
+        if !held.alloc(size)? {
+            size /= 2;
+        }
+    }
+    let total = held.held_bytes();
+    held.release()?;
+    Ok(total)
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Latency {
+    pub bytes: u64,
+    /// Median time of one allocation call, microseconds.
+    pub alloc_us: f64,
+    /// Median time of one free call, microseconds.
+    pub free_us: f64,
+    pub samples: usize,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+/// Allocation and free latency per size (sizes the device cannot hold are skipped).
+pub fn alloc_latency<D: Device>(
+    dev: &mut D,
+    sizes: &[u64],
+    reps: usize,
+) -> Result<Vec<Latency>, String> {
+    let mut out = Vec::new();
+    for &bytes in sizes {
+        let (mut a_us, mut f_us) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let t0 = dev.now_ns();
+            let Some(a) = dev.alloc(bytes)? else { break };
+            let t1 = dev.now_ns();
+            dev.free(a)?;
+            let t2 = dev.now_ns();
+            a_us.push((t1 - t0) as f64 / 1e3);
+            f_us.push((t2 - t1) as f64 / 1e3);
+        }
+        if !a_us.is_empty() {
+            let samples = a_us.len();
+            out.push(Latency {
+                bytes,
+                alloc_us: median(&mut a_us),
+                free_us: median(&mut f_us),
+                samples,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Fragmentation {
+    /// Size of each block of the pattern.
+    pub block_bytes: u64,
+    pub blocks: usize,
+    /// Free memory after freeing every other block.
+    pub free_bytes: u64,
+    /// The largest single allocation then possible.
+    pub largest_bytes: u64,
+}
+
+/// Fills `fill` of the free memory with blocks, frees every other one, and measures the largest
+/// allocation against the free total: with raw driver allocations the freed holes are separate.
+pub fn fragmentation<D: Device>(
+    dev: &mut D,
+    block: u64,
+    fill: f64,
+    granularity: u64,
+) -> Result<Fragmentation, String> {
+    let target = (dev.free_bytes()? as f64 * fill) as u64;
+    let mut held = Held::new(dev);
+    while held.held_bytes() + block <= target && held.alloc(block)? {}
+    let blocks = held.len();
+    // Free every other block (from the end, so the remaining indices stay valid).
+    let mut i = blocks;
+    while i > 0 {
+        i -= 1;
+        if i % 2 == 1 {
+            held.free_at(i)?;
+        }
+    }
+    let free = held.device().free_bytes()?;
+    let largest = largest_allocation(held.device(), granularity)?;
+    held.release()?;
+    Ok(Fragmentation {
+        block_bytes: block,
+        blocks,
+        free_bytes: free,
+        largest_bytes: largest,
+    })
+}
+
+#[cfg(test)]
+pub use sim::SimDevice;
+
+#[cfg(test)]
+mod sim {
+    use super::*;
+
+    /// A simulated device: a first-fit allocator over a fixed address space, with the driver's 2 MiB
+    /// granularity. The measurements' logic is tested on it; it is never reported as a real result.
+    pub struct SimDevice {
+        pub capacity: u64,
+        /// Sorted, disjoint (start, len) of allocated ranges.
+        used: Vec<(u64, u64)>,
+        clock: std::cell::Cell<u64>,
+        pub alloc_calls: usize,
+        pub free_calls: usize,
+    }
+
+    impl SimDevice {
+        pub fn new(capacity: u64) -> SimDevice {
+            SimDevice {
+                capacity,
+                used: Vec::new(),
+                clock: std::cell::Cell::new(0),
+                alloc_calls: 0,
+                free_calls: 0,
+            }
+        }
+        pub fn used_bytes(&self) -> u64 {
+            self.used.iter().map(|(_, l)| l).sum()
+        }
+    }
+
+    impl Device for SimDevice {
+        fn free_bytes(&mut self) -> Result<u64, String> {
+            Ok(self.capacity - self.used_bytes())
+        }
+        fn alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, String> {
+            self.alloc_calls += 1;
+            let len = bytes.div_ceil(2 * MIB) * 2 * MIB;
+            if len == 0 {
+                return Err("zero-byte allocation".into());
+            }
+            let mut start = 0;
+            for (i, &(s, l)) in self.used.iter().enumerate() {
+                if s - start >= len {
+                    self.used.insert(i, (start, len));
+                    return Ok(Some(Alloc { ptr: start, bytes }));
+                }
+                start = s + l;
+            }
+            if self.capacity - start >= len {
+                self.used.push((start, len));
+                return Ok(Some(Alloc { ptr: start, bytes }));
+            }
+            Ok(None)
+        }
+        fn free(&mut self, a: Alloc) -> Result<(), String> {
+            self.free_calls += 1;
+            let i = self
+                .used
+                .iter()
+                .position(|&(s, _)| s == a.ptr)
+                .ok_or("free of an unknown pointer")?;
+            self.used.remove(i);
+            Ok(())
+        }
+        fn now_ns(&self) -> u64 {
+            // Each reading advances 1 µs: deterministic latencies for tests.
+            self.clock.set(self.clock.get() + 1000);
+            self.clock.get()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn the_largest_allocation_is_the_free_memory_on_an_empty_device() {
+        let mut d = SimDevice::new(8 * GIB);
+        assert_eq!(largest_allocation(&mut d, 64 * MIB).unwrap(), 8 * GIB);
+        assert_eq!(d.used_bytes(), 0, "nothing left behind");
+        // With 1 GiB held, the rest.
+        let a = d.alloc(GIB).unwrap().unwrap();
+        assert_eq!(largest_allocation(&mut d, 64 * MIB).unwrap(), 7 * GIB);
+        d.free(a).unwrap();
+    }
+
+    #[test]
+    fn usable_capacity_fills_the_device_and_gives_everything_back() {
+        let mut d = SimDevice::new(8 * GIB + 6 * MIB);
+        let usable = usable_capacity(&mut d, 512 * MIB, 2 * MIB).unwrap();
+        assert_eq!(usable, 8 * GIB + 6 * MIB);
+        assert_eq!(d.used_bytes(), 0);
+        assert_eq!(
+            d.alloc_calls,
+            d.free_calls + (d.alloc_calls - d.free_calls),
+            "sanity"
+        );
+    }
+
+    #[test]
+    fn every_other_block_freed_leaves_holes_the_size_of_one_block() {
+        let mut d = SimDevice::new(4 * GIB);
+        let f = fragmentation(&mut d, 256 * MIB, 0.9, 2 * MIB).unwrap();
+        assert_eq!(f.blocks, 14);
+        // Seven blocks freed plus the untouched 512 MiB tail: 2.25 GiB free, but the largest piece
+        // is the last freed block joined to the tail (768 MiB).
+        assert_eq!(f.free_bytes, 7 * 256 * MIB + 512 * MIB, "{f:?}");
+        assert_eq!(f.largest_bytes, 768 * MIB, "{f:?}");
+        assert_eq!(d.used_bytes(), 0);
+    }
+
+    #[test]
+    fn latency_skips_sizes_that_do_not_fit_and_reports_medians() {
+        let mut d = SimDevice::new(GIB);
+        let l = alloc_latency(&mut d, &[2 * MIB, 256 * MIB, 4 * GIB], 5).unwrap();
+        assert_eq!(l.len(), 2);
+        assert_eq!(l[0].samples, 5);
+        assert_eq!(l[0].alloc_us, 1.0);
+        assert_eq!(d.used_bytes(), 0);
+    }
+
+    #[test]
+    fn held_allocations_are_freed_on_early_return() {
+        let mut d = SimDevice::new(GIB);
+        {
+            let mut h = Held::new(&mut d);
+            assert!(h.alloc(256 * MIB).unwrap());
+            assert!(h.alloc(256 * MIB).unwrap());
+        }
+        assert_eq!(d.used_bytes(), 0);
+    }
+}
