@@ -18,6 +18,10 @@ pub enum ProbeError {
 }
 
 impl ProbeError {
+    pub fn is_interrupt(&self) -> bool {
+        matches!(self, ProbeError::Driver { error, .. } if error == crate::measure::INTERRUPTED_MSG)
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             ProbeError::NoDriver => EXIT_NO_DRIVER,
@@ -93,7 +97,12 @@ impl Gpu {
             .result()
             .map_err(driver("cuDeviceGetPCIBusId"))?;
         let pci_bus_id = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned();
+        let uuid = result::device::get_uuid(dev).map_err(driver("cuDeviceGetUuid"))?;
+        let uuid_bytes: Vec<u8> = uuid.bytes.iter().map(|b| *b as u8).collect();
+        let install_id = crate::identity::install_id();
         Ok(Device_ {
+            uuid_hash: crate::identity::uuid_hash(&install_id, &uuid_bytes),
+            install_id,
             index: self.index,
             name,
             compute_capability: format!("{major}.{minor}"),

@@ -2,6 +2,7 @@
 //! fragmentation, replay, submit) grows here; see probe/README.md for methods and exit codes.
 
 mod cuda;
+mod identity;
 mod measure;
 mod report;
 
@@ -27,6 +28,12 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Ctrl-C: measurements stop at their next step and free what they hold; a second Ctrl-C exits.
+    let _ = ctrlc::set_handler(|| {
+        if measure::INTERRUPTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    });
     let mut progress = |step: &str| {
         if !cli.json {
             eprintln!("probe: measuring {step}…");
@@ -34,6 +41,10 @@ fn main() -> ExitCode {
     };
     let report = match cuda::measure(cli.device, &mut progress) {
         Ok(r) => r,
+        Err(e) if e.is_interrupt() => {
+            eprintln!("probe: interrupted; every allocation it made has been freed");
+            return ExitCode::from(report::EXIT_INTERRUPTED);
+        }
         Err(e) => {
             eprintln!("probe: {e}");
             return ExitCode::from(e.exit_code());

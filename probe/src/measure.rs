@@ -6,6 +6,16 @@ use serde::Serialize;
 
 pub const MIB: u64 = 1 << 20;
 
+/// Set by Ctrl-C: every loop stops at its next step and the memory it holds is freed.
+pub static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The error every measurement returns once Ctrl-C was pressed.
+pub const INTERRUPTED_MSG: &str = "interrupted";
+
+fn check_interrupt<D: Device + ?Sized>(dev: &D) -> Result<(), String> {
+    if dev.interrupted() { Err(INTERRUPTED_MSG.to_string()) } else { Ok(()) }
+}
+
 /// One device allocation.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Alloc {
@@ -22,6 +32,10 @@ pub trait Device {
     fn free(&mut self, a: Alloc) -> Result<(), String>;
     /// A monotonic clock in nanoseconds (host time; allocation calls are synchronous).
     fn now_ns(&self) -> u64;
+    /// Whether the user asked to stop (Ctrl-C).
+    fn interrupted(&self) -> bool {
+        INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// Holds allocations and frees them all when dropped, so no path leaves memory behind.
@@ -38,6 +52,7 @@ impl<'a, D: Device> Held<'a, D> {
         }
     }
     pub fn alloc(&mut self, bytes: u64) -> Result<bool, String> {
+        check_interrupt(&*self.dev)?;
         match self.dev.alloc(bytes)? {
             Some(a) => {
                 self.allocs.push(a);
@@ -81,6 +96,7 @@ impl<D: Device> Drop for Held<'_, D> {
 pub fn largest_allocation<D: Device>(dev: &mut D, granularity: u64) -> Result<u64, String> {
     let (mut lo, mut hi) = (0u64, dev.free_bytes()? / granularity + 1);
     while hi - lo > 1 {
+        check_interrupt(dev)?;
         let mid = lo + (hi - lo) / 2;
         match dev.alloc(mid * granularity)? {
             Some(a) => {
@@ -133,6 +149,7 @@ pub fn alloc_latency<D: Device>(
     for &bytes in sizes {
         let (mut a_us, mut f_us) = (Vec::new(), Vec::new());
         for _ in 0..reps {
+            check_interrupt(dev)?;
             let t0 = dev.now_ns();
             let Some(a) = dev.alloc(bytes)? else { break };
             let t1 = dev.now_ns();
@@ -212,6 +229,8 @@ mod sim {
         clock: std::cell::Cell<u64>,
         pub alloc_calls: usize,
         pub free_calls: usize,
+        /// Simulated Ctrl-C.
+        pub stop: bool,
     }
 
     impl SimDevice {
@@ -222,6 +241,7 @@ mod sim {
                 clock: std::cell::Cell::new(0),
                 alloc_calls: 0,
                 free_calls: 0,
+                stop: false,
             }
         }
         pub fn used_bytes(&self) -> u64 {
@@ -262,6 +282,9 @@ mod sim {
                 .ok_or("free of an unknown pointer")?;
             self.used.remove(i);
             Ok(())
+        }
+        fn interrupted(&self) -> bool {
+            self.stop
         }
         fn now_ns(&self) -> u64 {
             // Each reading advances 1 µs: deterministic latencies for tests.
@@ -331,6 +354,25 @@ mod tests {
             assert!(h.alloc(256 * MIB).unwrap());
             assert!(h.alloc(256 * MIB).unwrap());
         }
+        assert_eq!(d.used_bytes(), 0);
+    }
+}
+
+#[cfg(test)]
+mod interrupt_tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupt_stops_the_search_and_frees_what_it_held() {
+        let mut d = SimDevice::new(4 << 30);
+        let mut held = Held::new(&mut d);
+        assert!(held.alloc(MIB).unwrap());
+        held.device().stop = true;
+        assert_eq!(held.alloc(MIB).unwrap_err(), INTERRUPTED_MSG);
+        drop(held);
+        assert_eq!(d.used_bytes(), 0);
+        assert_eq!(usable_capacity(&mut d, 512 * MIB, 2 * MIB).unwrap_err(), INTERRUPTED_MSG);
+        assert_eq!(largest_allocation(&mut d, 64 * MIB).unwrap_err(), INTERRUPTED_MSG);
         assert_eq!(d.used_bytes(), 0);
     }
 }

@@ -12,6 +12,7 @@ pub const EXIT_NO_DRIVER: u8 = 3;
 pub const EXIT_NO_GPU: u8 = 4;
 pub const EXIT_BAD_DEVICE: u8 = 5;
 pub const EXIT_DRIVER_ERROR: u8 = 10;
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -26,6 +27,10 @@ pub struct Report {
 
 #[derive(Debug, Serialize)]
 pub struct Device_ {
+    /// Random per install (see identity.rs); never the host or user name.
+    pub install_id: String,
+    /// SHA-256 of the GPU UUID salted with the install id; never the raw UUID.
+    pub uuid_hash: String,
     pub index: u32,
     pub name: String,
     pub compute_capability: String,

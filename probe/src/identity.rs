@@ -1,0 +1,84 @@
+//! What identifies a submission without identifying a person: a random id per install (kept in
+//! the user's config directory) and a salted hash of the GPU's UUID. The raw UUID, the host name
+//! and the user name never leave the machine.
+
+use std::path::PathBuf;
+
+use sha2::{Digest, Sha256};
+
+/// `$XDG_CONFIG_HOME/headroom/install-id`, else `~/.config/headroom/install-id`.
+pub fn id_file() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("headroom").join("install-id"))
+}
+
+fn random_hex() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_ok();
+    if !ok {
+        // No /dev/urandom (not Linux): time and process id, hashed.
+        let seed = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
+        bytes.copy_from_slice(&Sha256::digest(seed.as_bytes())[..16]);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The install id: read from its file, or created there (a fresh one each run if the file can't
+/// be written).
+pub fn install_id() -> String {
+    if let Some(path) = id_file() {
+        if let Ok(id) = std::fs::read_to_string(&path) {
+            let id = id.trim().to_string();
+            if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return id;
+            }
+        }
+        let id = random_hex();
+        if path.parent().is_some_and(|p| std::fs::create_dir_all(p).is_ok()) {
+            let _ = std::fs::write(&path, format!("{id}\n"));
+        }
+        return id;
+    }
+    random_hex()
+}
+
+/// SHA-256 of the GPU UUID salted with the install id, hex: the same card gives the same hash for
+/// one install, and nothing links it back to the UUID.
+pub fn uuid_hash(install_id: &str, uuid: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(b"headroom-gpu-uuid\0");
+    h.update(install_id.as_bytes());
+    h.update(uuid);
+    h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_depends_on_the_salt_and_hides_the_uuid() {
+        let uuid = [0xabu8; 16];
+        let a = uuid_hash("00112233445566778899aabbccddeeff", &uuid);
+        assert_eq!(a, uuid_hash("00112233445566778899aabbccddeeff", &uuid));
+        assert_ne!(a, uuid_hash("ffeeddccbbaa99887766554433221100", &uuid));
+        assert_eq!(a.len(), 32);
+        assert!(!a.contains("abab"), "no raw UUID bytes in the hash");
+    }
+
+    #[test]
+    fn the_install_id_is_created_once_and_reused() {
+        let dir = std::env::temp_dir().join(format!("headroom-probe-id-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // SAFETY: this test is the only one touching XDG_CONFIG_HOME.
+        unsafe { std::env::set_var("XDG_CONFIG_HOME", &dir) };
+        let first = install_id();
+        assert_eq!(first.len(), 32);
+        assert_eq!(install_id(), first);
+        assert_eq!(std::fs::read_to_string(dir.join("headroom/install-id")).unwrap().trim(), first);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
