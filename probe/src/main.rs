@@ -5,6 +5,7 @@ mod cuda;
 mod identity;
 mod measure;
 mod report;
+mod schema;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +52,12 @@ fn main() -> ExitCode {
         }
     };
     let json = serde_json::to_string_pretty(&report).expect("report serializes");
+    // The document must match the committed schema (the ingest service checks the same file).
+    let problems = schema::validate_report(&serde_json::from_str(&json).expect("report is JSON"));
+    if !problems.is_empty() {
+        eprintln!("probe: internal error, the report does not match report.schema.json: {}", problems.join("; "));
+        return ExitCode::from(report::EXIT_IO);
+    }
     if let Some(path) = &cli.out {
         if let Err(e) = std::fs::write(path, format!("{json}\n")) {
             eprintln!("probe: cannot write {}: {e}", path.display());
