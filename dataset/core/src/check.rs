@@ -333,48 +333,7 @@ fn verdict_rules(c: &Claim) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{HistoryEntry, Source};
-
-    fn text(s: &str) -> Text {
-        Text { pt: s.into(), es: s.into(), zh: s.into(), it: s.into(), en: s.into() }
-    }
-
-    fn source(kind: SourceKind) -> Source {
-        Source {
-            kind,
-            title: "t".into(),
-            url: Some("https://example.org".into()),
-            passage: "p".into(),
-            version: None,
-            accessed: "2026-11-30".into(),
-            submitters: None,
-            seed: None,
-            compute: None,
-            expect: None,
-            unit: None,
-            tolerance: None,
-        }
-    }
-
-    fn claim(verdict: Verdict, sources: Vec<Source>) -> Claim {
-        Claim {
-            id: "c".into(),
-            topic: "allocator".into(),
-            statement: text("s"),
-            value: None,
-            conditions: Default::default(),
-            models: vec![],
-            gpus: vec![],
-            tools: vec![],
-            related: vec![],
-            origins: vec![],
-            sources,
-            verdict,
-            note: text("n"),
-            correction: None,
-            history: vec![HistoryEntry { date: "2026-11-30".into(), from: None, to: verdict, why: "w".into() }],
-        }
-    }
+    use crate::fixtures::{claim, source};
 
     #[test]
     fn verified_needs_primary_evidence() {

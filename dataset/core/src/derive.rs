@@ -273,20 +273,7 @@ mod tests {
     use crate::{Attention, Llm, Quant, QuantFamily, Source, SourceKind};
 
     fn src() -> Source {
-        Source {
-            kind: SourceKind::ModelCard,
-            title: "t".into(),
-            url: Some("https://example.org".into()),
-            passage: "p".into(),
-            version: None,
-            accessed: "2026-11-30".into(),
-            submitters: None,
-            seed: None,
-            compute: None,
-            expect: None,
-            unit: None,
-            tolerance: None,
-        }
+        crate::fixtures::source(SourceKind::ModelCard)
     }
 
     fn ds() -> Dataset {

@@ -8,6 +8,8 @@ pub mod catalog;
 mod catalog_check;
 pub mod check;
 pub mod derive;
+#[cfg(test)]
+mod fixtures;
 #[cfg(feature = "fs")]
 pub mod files;
 pub mod fit;

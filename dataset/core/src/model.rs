@@ -335,24 +335,8 @@ mod tests {
 
     #[test]
     fn for_lang_keeps_one_language() {
-        let t = |s: &str| Text { pt: format!("{s}-pt"), es: format!("{s}-es"), zh: format!("{s}-zh"), it: format!("{s}-it"), en: format!("{s}-en") };
-        let claim = Claim {
-            id: "c".into(),
-            topic: "allocator".into(),
-            statement: t("s"),
-            value: None,
-            conditions: Default::default(),
-            models: vec![],
-            gpus: vec![],
-            tools: vec![],
-            related: vec![],
-            origins: vec![],
-            sources: vec![],
-            verdict: Verdict::Contradicted,
-            note: t("n"),
-            correction: Some(t("c")),
-            history: vec![],
-        };
+        let mut claim = crate::fixtures::claim(Verdict::Contradicted, vec![]);
+        claim.correction = Some(crate::fixtures::text("c"));
         let ds = Dataset { claims: vec![claim], ..Default::default() };
         let it = ds.for_lang(Lang::It);
         let c = &it.claims[0];
