@@ -1,54 +1,12 @@
 //! The CUDA driver, reached through cudarc with the library loaded at run time.
 
-use std::fmt;
 use std::time::Instant;
 
 use cudarc::driver::result;
 use cudarc::driver::sys;
 
-use crate::measure::{Alloc, Device};
+use crate::measure::{Alloc, Device, Identity};
 use crate::report::*;
-
-#[derive(Debug)]
-pub enum ProbeError {
-    NoDriver,
-    NoGpu,
-    BadDevice { index: u32, count: u32 },
-    Driver { call: &'static str, error: String },
-}
-
-impl ProbeError {
-    pub fn is_interrupt(&self) -> bool {
-        matches!(self, ProbeError::Driver { error, .. } if error == crate::measure::INTERRUPTED_MSG)
-    }
-
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            ProbeError::NoDriver => EXIT_NO_DRIVER,
-            ProbeError::NoGpu => EXIT_NO_GPU,
-            ProbeError::BadDevice { .. } => EXIT_BAD_DEVICE,
-            ProbeError::Driver { .. } => EXIT_DRIVER_ERROR,
-        }
-    }
-}
-
-impl fmt::Display for ProbeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProbeError::NoDriver => write!(
-                f,
-                "no NVIDIA driver found: the CUDA driver library (libcuda) could not be loaded, so there is no GPU to measure on this machine"
-            ),
-            ProbeError::NoGpu => write!(f, "the NVIDIA driver is installed but reports no CUDA-capable GPU"),
-            ProbeError::BadDevice { index, count } => write!(
-                f,
-                "there is no GPU #{index}: this machine has {count} (use --device 0{})",
-                if *count > 1 { format!("..{}", count - 1) } else { String::new() }
-            ),
-            ProbeError::Driver { call, error } => write!(f, "the CUDA driver failed in {call}: {error}"),
-        }
-    }
-}
 
 fn driver(call: &'static str) -> impl Fn(result::DriverError) -> ProbeError {
     move |e| ProbeError::Driver { call, error: format!("{e:?}") }
@@ -57,66 +15,57 @@ fn driver(call: &'static str) -> impl Fn(result::DriverError) -> ProbeError {
 /// One GPU with its primary context current; the context is released on drop.
 pub struct Gpu {
     dev: sys::CUdevice,
-    pub index: u32,
+    ctx: sys::CUcontext,
     start: Instant,
+    /// The stream and default pool of the stream-ordered measurements, with the pool's release
+    /// threshold before the probe raised it.
+    stream: Option<sys::CUstream>,
+    pool: Option<(sys::CUmemoryPool, u64)>,
+}
+
+/// Loads the driver and counts the GPUs it reports.
+pub fn device_count() -> Result<u32, ProbeError> {
+    if !unsafe { sys::is_culib_present() } {
+        return Err(ProbeError::NoDriver);
+    }
+    match result::init() {
+        Ok(()) => {}
+        Err(result::DriverError(sys::cudaError_enum::CUDA_ERROR_NO_DEVICE)) => return Err(ProbeError::NoGpu),
+        Err(e) => return Err(driver("cuInit")(e)),
+    }
+    let count = result::device::get_count().map_err(driver("cuDeviceGetCount"))? as u32;
+    if count == 0 {
+        return Err(ProbeError::NoGpu);
+    }
+    Ok(count)
 }
 
 impl Gpu {
     pub fn open(index: u32) -> Result<Gpu, ProbeError> {
-        if !unsafe { sys::is_culib_present() } {
-            return Err(ProbeError::NoDriver);
-        }
-        match result::init() {
-            Ok(()) => {}
-            Err(result::DriverError(sys::cudaError_enum::CUDA_ERROR_NO_DEVICE)) => return Err(ProbeError::NoGpu),
-            Err(e) => return Err(driver("cuInit")(e)),
-        }
-        let count = result::device::get_count().map_err(driver("cuDeviceGetCount"))? as u32;
-        if count == 0 {
-            return Err(ProbeError::NoGpu);
-        }
+        let count = device_count()?;
         if index >= count {
             return Err(ProbeError::BadDevice { index, count });
         }
         let dev = result::device::get(index as i32).map_err(driver("cuDeviceGet"))?;
-        let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(driver("cuDevicePrimaryCtxRetain"))?;
+        let mode = unsafe { result::device::get_attribute(dev, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_MODE) }
+            .map_err(driver("cuDeviceGetAttribute"))?;
+        if mode == sys::CUcomputemode::CU_COMPUTEMODE_PROHIBITED as i32 {
+            return Err(ProbeError::Busy { index, detail: "compute mode is Prohibited".into() });
+        }
+        let busy = |e: result::DriverError| match e.0 {
+            sys::cudaError_enum::CUDA_ERROR_DEVICE_UNAVAILABLE | sys::cudaError_enum::CUDA_ERROR_DEVICE_NOT_LICENSED => {
+                ProbeError::Busy { index, detail: format!("{e:?}") }
+            }
+            _ => driver("cuDevicePrimaryCtxRetain")(e),
+        };
+        let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(busy)?;
+        let gpu = Gpu { dev, ctx, start: Instant::now(), stream: None, pool: None };
         unsafe { result::ctx::set_current(ctx) }.map_err(driver("cuCtxSetCurrent"))?;
-        Ok(Gpu { dev, index, start: Instant::now() })
-    }
-
-    pub fn identity(&self) -> Result<Device_, ProbeError> {
-        let dev = self.dev;
-        let name = result::device::get_name(dev).map_err(driver("cuDeviceGetName"))?;
-        let attr = |a| unsafe { result::device::get_attribute(dev, a) }.map_err(driver("cuDeviceGetAttribute"));
-        let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
-        let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
-        let mut version = 0i32;
-        unsafe { sys::cuDriverGetVersion(&mut version) }.result().map_err(driver("cuDriverGetVersion"))?;
-        let mut bus = [0 as std::ffi::c_char; 32];
-        unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, dev) }
-            .result()
-            .map_err(driver("cuDeviceGetPCIBusId"))?;
-        let pci_bus_id = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned();
-        let uuid = result::device::get_uuid(dev).map_err(driver("cuDeviceGetUuid"))?;
-        let uuid_bytes: Vec<u8> = uuid.bytes.iter().map(|b| *b as u8).collect();
-        let install_id = crate::identity::install_id();
-        Ok(Device_ {
-            uuid_hash: crate::identity::uuid_hash(&install_id, &uuid_bytes),
-            install_id,
-            index: self.index,
-            name,
-            compute_capability: format!("{major}.{minor}"),
-            driver_cuda_version: format!("{}.{}", version / 1000, (version % 1000) / 10),
-            pci_bus_id,
-        })
-    }
-
-    pub fn total_bytes(&self) -> Result<u64, ProbeError> {
-        Ok(unsafe { result::device::total_mem(self.dev) }.map_err(driver("cuDeviceTotalMem"))? as u64)
+        Ok(gpu)
     }
 
     /// Host↔device and device↔device copy bandwidth in GB/s, timed with CUDA events over `bytes`.
-    pub fn bandwidth(&mut self, bytes: usize, reps: usize) -> Result<Bandwidth, ProbeError> {
+    fn copy_bandwidth(&mut self, bytes: usize, reps: usize) -> Result<Bandwidth, ProbeError> {
         let d_a = unsafe { result::malloc_sync(bytes) }.map_err(driver("cuMemAlloc"))?;
         let d_b = match unsafe { result::malloc_sync(bytes) } {
             Ok(p) => p,
@@ -132,27 +81,31 @@ impl Gpu {
             let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(driver("cuEventCreate"))?;
             let stop = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(driver("cuEventCreate"))?;
             let stream = std::ptr::null_mut();
-            let time = |f: &mut dyn FnMut() -> Result<(), result::DriverError>| -> Result<f64, ProbeError> {
+            let time_n = |n: usize, f: &mut dyn FnMut() -> Result<(), result::DriverError>| -> Result<f64, ProbeError> {
                 f().map_err(driver("cuMemcpy"))?; // warm-up
                 let mut best = f64::INFINITY;
                 for _ in 0..reps {
                     unsafe { result::event::record(start, stream) }.map_err(driver("cuEventRecord"))?;
-                    f().map_err(driver("cuMemcpy"))?;
+                    for _ in 0..n {
+                        f().map_err(driver("cuMemcpy"))?;
+                    }
                     unsafe { result::event::record(stop, stream) }.map_err(driver("cuEventRecord"))?;
                     unsafe { result::event::synchronize(stop) }.map_err(driver("cuEventSynchronize"))?;
                     let ms = unsafe { result::event::elapsed(start, stop) }.map_err(driver("cuEventElapsedTime"))? as f64;
                     best = best.min(ms);
                 }
-                Ok(bytes as f64 / (best / 1e3) / 1e9)
+                Ok((n * bytes) as f64 / (best / 1e3) / 1e9)
             };
+            let time = |f: &mut dyn FnMut() -> Result<(), result::DriverError>| time_n(1, f);
             let r = Bandwidth {
                 bytes: bytes as u64,
                 h2d_pinned_gbs: time(&mut || unsafe { result::memcpy_htod_sync(d_a, &pinned_slice[..]) })?,
                 d2h_pinned_gbs: time(&mut || unsafe { result::memcpy_dtoh_sync(&mut pinned_slice[..], d_a) })?,
                 h2d_pageable_gbs: time(&mut || unsafe { result::memcpy_htod_sync(d_a, &pageable[..]) })?,
                 d2h_pageable_gbs: time(&mut || unsafe { result::memcpy_dtoh_sync(&mut pageable[..], d_a) })?,
-                // A device copy reads and writes every byte: counted once, as nvidia-smi-style tools report it.
-                d2d_gbs: time(&mut || unsafe { result::memcpy_dtod_sync(d_b, d_a, bytes) })?,
+                // A device copy reads and writes every byte: counted once. Four copies per timing, so
+                // that launch overhead does not weigh on a copy that takes ~0.1 ms on fast cards.
+                d2d_gbs: time_n(D2D_COPIES, &mut || unsafe { result::memcpy_dtod_sync(d_b, d_a, bytes) })?,
             };
             unsafe {
                 let _ = result::event::destroy(start);
@@ -171,8 +124,28 @@ impl Gpu {
 
 impl Drop for Gpu {
     fn drop(&mut self) {
+        let _ = self.pool_release();
+        if let Some(stream) = self.stream.take() {
+            let _ = unsafe { result::stream::destroy(stream) };
+        }
         let _ = unsafe { result::primary_ctx::release(self.dev) };
     }
+}
+
+/// Device-to-device copies per timed interval.
+const D2D_COPIES: usize = 4;
+
+fn e(call: &'static str) -> impl Fn(result::DriverError) -> String {
+    move |err| format!("{call}: {err:?}")
+}
+
+fn vmm_prop(dev: sys::CUdevice) -> sys::CUmemAllocationProp {
+    // Zero is a valid value of every field (no handle types, no flags).
+    let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+    prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    prop
 }
 
 impl Device for Gpu {
@@ -192,35 +165,152 @@ impl Device for Gpu {
     fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
     }
+
+    fn identity(&mut self) -> Result<Identity, String> {
+        let dev = self.dev;
+        let name = result::device::get_name(dev).map_err(e("cuDeviceGetName"))?;
+        let attr = |a| unsafe { result::device::get_attribute(dev, a) }.map_err(e("cuDeviceGetAttribute"));
+        let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let mut version = 0i32;
+        unsafe { sys::cuDriverGetVersion(&mut version) }.result().map_err(e("cuDriverGetVersion"))?;
+        let mut bus = [0 as std::ffi::c_char; 32];
+        unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, dev) }
+            .result()
+            .map_err(e("cuDeviceGetPCIBusId"))?;
+        let pci_bus_id = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned();
+        let uuid = result::device::get_uuid(dev).map_err(e("cuDeviceGetUuid"))?;
+        Ok(Identity {
+            name,
+            compute_capability: format!("{major}.{minor}"),
+            driver_cuda_version: format!("{}.{}", version / 1000, (version % 1000) / 10),
+            pci_bus_id,
+            uuid: uuid.bytes.iter().map(|b| *b as u8).collect(),
+        })
+    }
+
+    fn total_bytes(&mut self) -> Result<u64, String> {
+        Ok(unsafe { result::device::total_mem(self.dev) }.map_err(e("cuDeviceTotalMem"))? as u64)
+    }
+
+    fn context_bytes(&mut self) -> Result<u64, String> {
+        let before = self.free_bytes()?;
+        let mut ctx = std::ptr::null_mut();
+        unsafe { sys::cuCtxCreate_v2(&mut ctx, 0, self.dev) }.result().map_err(e("cuCtxCreate"))?;
+        // The new context is current; cuMemGetInfo reports the device's free memory.
+        let after = self.free_bytes();
+        let destroyed = unsafe { sys::cuCtxDestroy_v2(ctx) }.result().map_err(e("cuCtxDestroy"));
+        unsafe { result::ctx::set_current(self.ctx) }.map_err(e("cuCtxSetCurrent"))?;
+        destroyed?;
+        Ok(before.saturating_sub(after?))
+    }
+
+    fn bandwidth(&mut self, bytes: u64, reps: usize) -> Result<Bandwidth, String> {
+        self.copy_bandwidth(bytes as usize, reps).map_err(|err| err.to_string())
+    }
+
+    fn pool_prepare(&mut self) -> Result<u64, String> {
+        if self.stream.is_none() {
+            self.stream = Some(result::stream::create(result::stream::StreamKind::NonBlocking).map_err(e("cuStreamCreate"))?);
+        }
+        let mut pool = std::ptr::null_mut();
+        unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, self.dev) }.result().map_err(e("cuDeviceGetDefaultMemPool"))?;
+        let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+        let mut old: u64 = 0;
+        unsafe { result::mem_pool::get_attribute(pool, attr, &mut old as *mut u64 as *mut _) }.map_err(e("cuMemPoolGetAttribute"))?;
+        let mut keep = u64::MAX;
+        unsafe { result::mem_pool::set_attribute(pool, attr, &mut keep as *mut u64 as *mut _) }.map_err(e("cuMemPoolSetAttribute"))?;
+        self.pool = Some((pool, old));
+        Ok(keep)
+    }
+
+    fn pool_alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, String> {
+        let stream = self.stream.ok_or("pool used before pool_prepare")?;
+        match unsafe { result::malloc_async(stream, bytes as usize) } {
+            Ok(ptr) => {
+                unsafe { result::stream::synchronize(stream) }.map_err(e("cuStreamSynchronize"))?;
+                Ok(Some(Alloc { ptr, bytes }))
+            }
+            Err(result::DriverError(sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY)) => Ok(None),
+            Err(err) => Err(e("cuMemAllocAsync")(err)),
+        }
+    }
+
+    fn pool_free(&mut self, a: Alloc) -> Result<(), String> {
+        let stream = self.stream.ok_or("pool used before pool_prepare")?;
+        unsafe { result::free_async(a.ptr, stream) }.map_err(e("cuMemFreeAsync"))?;
+        unsafe { result::stream::synchronize(stream) }.map_err(e("cuStreamSynchronize"))
+    }
+
+    fn pool_trim(&mut self) -> Result<(), String> {
+        let Some((pool, _)) = self.pool else { return Ok(()) };
+        if let Some(stream) = self.stream {
+            unsafe { result::stream::synchronize(stream) }.map_err(e("cuStreamSynchronize"))?;
+        }
+        unsafe { result::mem_pool::trim_to(pool, 0) }.map_err(e("cuMemPoolTrimTo"))
+    }
+
+    fn pool_release(&mut self) -> Result<(), String> {
+        let Some((pool, old)) = self.pool else { return Ok(()) };
+        self.pool_trim()?;
+        let mut old = old;
+        let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+        unsafe { result::mem_pool::set_attribute(pool, attr, &mut old as *mut u64 as *mut _) }.map_err(e("cuMemPoolSetAttribute"))?;
+        self.pool = None;
+        Ok(())
+    }
+
+    fn vmm_granularity(&mut self) -> Result<(u64, u64), String> {
+        let prop = vmm_prop(self.dev);
+        let get = |flag| {
+            let mut g = 0usize;
+            unsafe { sys::cuMemGetAllocationGranularity(&mut g, &prop, flag) }.result().map_err(e("cuMemGetAllocationGranularity"))?;
+            Ok::<u64, String>(g as u64)
+        };
+        Ok((
+            get(sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM)?,
+            get(sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)?,
+        ))
+    }
+
+    fn vmm_create(&mut self, bytes: u64) -> Result<Option<u64>, String> {
+        let prop = vmm_prop(self.dev);
+        let mut handle = 0;
+        match unsafe { sys::cuMemCreate(&mut handle, bytes as usize, &prop, 0) }.result() {
+            Ok(()) => Ok(Some(handle)),
+            Err(result::DriverError(sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY)) => Ok(None),
+            Err(err) => Err(e("cuMemCreate")(err)),
+        }
+    }
+
+    fn vmm_release(&mut self, handle: u64) -> Result<(), String> {
+        unsafe { sys::cuMemRelease(handle) }.result().map_err(e("cuMemRelease"))
+    }
+
+    fn vmm_reserve(&mut self, bytes: u64) -> Result<u64, String> {
+        let mut va = 0;
+        unsafe { sys::cuMemAddressReserve(&mut va, bytes as usize, 0, 0, 0) }.result().map_err(e("cuMemAddressReserve"))?;
+        Ok(va)
+    }
+
+    fn vmm_free_range(&mut self, va: u64, bytes: u64) -> Result<(), String> {
+        unsafe { sys::cuMemAddressFree(va, bytes as usize) }.result().map_err(e("cuMemAddressFree"))
+    }
+
+    fn vmm_map(&mut self, va: u64, bytes: u64, handle: u64) -> Result<(), String> {
+        unsafe { sys::cuMemMap(va, bytes as usize, 0, handle, 0) }.result().map_err(e("cuMemMap"))
+    }
+
+    fn vmm_access(&mut self, va: u64, bytes: u64) -> Result<(), String> {
+        let mut desc: sys::CUmemAccessDesc = unsafe { std::mem::zeroed() };
+        desc.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        desc.location.id = self.dev;
+        desc.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        unsafe { sys::cuMemSetAccess(va, bytes as usize, &desc, 1) }.result().map_err(e("cuMemSetAccess"))
+    }
+
+    fn vmm_unmap(&mut self, va: u64, bytes: u64) -> Result<(), String> {
+        unsafe { sys::cuMemUnmap(va, bytes as usize) }.result().map_err(e("cuMemUnmap"))
+    }
 }
 
-/// The full suite on one GPU.
-pub fn measure(index: u32, progress: &mut dyn FnMut(&str)) -> Result<Report, ProbeError> {
-    use crate::measure::*;
-    let mut gpu = Gpu::open(index)?;
-    let device = gpu.identity()?;
-    let total = gpu.total_bytes()?;
-    let m = |e: String| ProbeError::Driver { call: "measurement", error: e };
-    let free = gpu.free_bytes().map_err(m)?;
-    progress("largest single allocation");
-    let largest = largest_allocation(&mut gpu, 64 * MIB).map_err(m)?;
-    progress("usable capacity");
-    let usable = usable_capacity(&mut gpu, 1024 * MIB, 2 * MIB).map_err(m)?;
-    progress("allocation latency");
-    let sizes: Vec<u64> = [2, 8, 32, 128, 512, 2048, 8192].iter().map(|m| m * MIB).collect();
-    let latency = alloc_latency(&mut gpu, &sizes, 20).map_err(m)?;
-    progress("host-device bandwidth");
-    let bandwidth = gpu.bandwidth(256 << 20, 10)?;
-    progress("fragmentation");
-    let fragmentation = fragmentation(&mut gpu, 256 * MIB, 0.5, 64 * MIB).map_err(m)?;
-    let free_after = gpu.free_bytes().map_err(m)?;
-    Ok(Report {
-        schema_version: SCHEMA_VERSION,
-        probe_version: env!("CARGO_PKG_VERSION"),
-        device,
-        memory: Memory { total_bytes: total, free_bytes_with_context: free, largest_allocation_bytes: largest, usable_bytes: usable, free_bytes_after: free_after },
-        latency,
-        bandwidth,
-        fragmentation,
-    })
-}

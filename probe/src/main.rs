@@ -1,73 +1,317 @@
-//! `probe`: measures the user's GPU. The full suite (capacity search, latency, bandwidth,
-//! fragmentation, replay, submit) grows here; see probe/README.md for methods and exit codes.
+//! `probe`: measures the user's GPU memory through the CUDA driver API and, with consent, sends
+//! the report to Headroom's ingest API. Methods and exit codes: probe/README.md.
 
 mod cuda;
 mod identity;
 mod measure;
 mod report;
 mod schema;
+mod sim;
+mod submit;
+mod suite;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
 
-/// Measure your NVIDIA GPU's memory: capacity, context overhead, what PyTorch-style workloads can use.
+use report::{ProbeError, Report};
+
+/// Measure your NVIDIA GPU's memory: capacity, context overhead, allocation costs, bandwidth.
 #[derive(Parser)]
-#[command(name = "probe", version, about)]
+#[command(name = "probe", version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
-    /// GPU index, as the CUDA driver numbers them.
-    #[arg(long, default_value_t = 0)]
-    device: u32,
-    /// Print the report as JSON instead of a table.
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// GPU index, as the CUDA driver numbers them (default 0).
+    #[arg(long, conflicts_with = "all")]
+    device: Option<u32>,
+    /// Measure every GPU in turn.
+    #[arg(long)]
+    all: bool,
+    /// Print the report as JSON instead of a table (with --all, an array of reports).
     #[arg(long)]
     json: bool,
-    /// Also write the JSON report to FILE.
+    /// Also write the JSON to FILE.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Send the report to Headroom (shows it and asks first). URL: a Headroom server or its
+    /// submissions endpoint; default: the local `dataset serve`.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = submit::DEFAULT_SUBMIT_URL)]
+    submit: Option<String>,
+    /// Send without asking (for scripts).
+    #[arg(long)]
+    yes: bool,
+    /// Test double: measure simulated devices instead of the driver's (see src/sim.rs).
+    #[arg(long, hide = true, value_name = "SPEC")]
+    simulate: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Send a saved report (from --out or a failed --submit) to Headroom.
+    Send {
+        /// The report file (JSON: one report or an array).
+        file: PathBuf,
+        /// Server or endpoint URL (default: the local `dataset serve`).
+        #[arg(long, value_name = "URL", default_value = submit::DEFAULT_SUBMIT_URL)]
+        to: String,
+        /// Send without asking.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Send { file, to, yes }) => ExitCode::from(send_file(&file, &to, yes)),
+        None => ExitCode::from(measure_and_report(&cli.run)),
+    }
+}
+
+/// Where the devices come from: the CUDA driver, or the simulated test double.
+enum Backend {
+    Cuda,
+    Sim(Vec<sim::SimSpec>),
+}
+
+impl Backend {
+    fn count(&self) -> Result<u32, ProbeError> {
+        match self {
+            Backend::Cuda => cuda::device_count(),
+            Backend::Sim(specs) if specs.is_empty() => Err(ProbeError::NoGpu),
+            Backend::Sim(specs) => Ok(specs.len() as u32),
+        }
+    }
+
+    fn measure(&self, index: u32, install_id: &str, progress: &mut dyn FnMut(&str)) -> Result<Report, ProbeError> {
+        match self {
+            Backend::Cuda => {
+                let mut gpu = cuda::Gpu::open(index)?;
+                suite::run(&mut gpu, index, install_id, progress)
+            }
+            Backend::Sim(specs) => {
+                let count = self.count()?;
+                let spec = specs.get(index as usize).ok_or(ProbeError::BadDevice { index, count })?;
+                if spec.busy {
+                    return Err(ProbeError::Busy { index, detail: "CUDA_ERROR_DEVICE_UNAVAILABLE (simulated)".into() });
+                }
+                suite::run(&mut sim::SimDevice::from_spec(spec, index), index, install_id, progress)
+            }
+        }
+    }
+}
+
+fn measure_and_report(args: &RunArgs) -> u8 {
+    let backend = match &args.simulate {
+        Some(spec) => match sim::parse_specs(spec) {
+            Ok(s) => Backend::Sim(s),
+            Err(e) => {
+                eprintln!("probe: {e}");
+                return report::EXIT_USAGE;
+            }
+        },
+        None => Backend::Cuda,
+    };
+    let url = match args.submit.as_deref().map(submit::endpoint).transpose() {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("probe: --submit: {e}");
+            return report::EXIT_USAGE;
+        }
+    };
     // Ctrl-C: measurements stop at their next step and free what they hold; a second Ctrl-C exits.
     let _ = ctrlc::set_handler(|| {
         if measure::INTERRUPTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
             std::process::exit(130);
         }
     });
-    let mut progress = |step: &str| {
-        if !cli.json {
-            eprintln!("probe: measuring {step}…");
+    let indices: Vec<u32> = if args.all {
+        match backend.count() {
+            Ok(n) => (0..n).collect(),
+            Err(e) => {
+                eprintln!("probe: {e}");
+                return e.exit_code();
+            }
         }
+    } else {
+        vec![args.device.unwrap_or(0)]
     };
-    let report = match cuda::measure(cli.device, &mut progress) {
-        Ok(r) => r,
-        Err(e) if e.is_interrupt() => {
-            eprintln!("probe: interrupted; every allocation it made has been freed");
-            return ExitCode::from(report::EXIT_INTERRUPTED);
+    let install_id = identity::install_id();
+    let quiet = args.json;
+    let mut reports = Vec::new();
+    let mut code = 0;
+    for &index in &indices {
+        let mut progress = |step: &str| {
+            if !quiet {
+                eprintln!("probe: GPU #{index}: measuring {step}…");
+            }
+        };
+        match backend.measure(index, &install_id, &mut progress) {
+            Ok(r) => reports.push(r),
+            Err(e) if e.is_interrupt() => {
+                eprintln!("probe: interrupted; every allocation it made has been freed");
+                return report::EXIT_INTERRUPTED;
+            }
+            Err(e) => {
+                eprintln!("probe: {e}");
+                code = e.exit_code();
+            }
+        }
+    }
+    let mut values = Vec::new();
+    for r in &reports {
+        let v = serde_json::to_value(r).expect("report serializes");
+        // The document must match the committed schema (the ingest service checks the same file).
+        let problems = schema::validate_report(&v);
+        if !problems.is_empty() {
+            eprintln!("probe: internal error, the report does not match report.schema.json: {}", problems.join("; "));
+            return report::EXIT_IO;
+        }
+        values.push(v);
+    }
+    if values.is_empty() {
+        return code;
+    }
+    let doc = if args.all { serde_json::Value::Array(values.clone()) } else { values[0].clone() };
+    let json = serde_json::to_string_pretty(&doc).expect("JSON");
+    if let Some(path) = &args.out {
+        if let Err(e) = std::fs::write(path, format!("{json}\n")) {
+            eprintln!("probe: cannot write {}: {e}", path.display());
+            return report::EXIT_IO;
+        }
+    }
+    if args.json {
+        println!("{json}");
+    } else {
+        for r in &reports {
+            print!("{}", r.to_table());
+            if reports.len() > 1 {
+                println!();
+            }
+        }
+    }
+    if let Some(url) = url {
+        let bodies: Vec<(u32, String)> =
+            reports.iter().zip(&values).map(|(r, v)| (r.device.index, serde_json::to_string_pretty(v).expect("JSON"))).collect();
+        let sent = submit_all(&bodies, &url, args.yes);
+        if sent != 0 {
+            return sent;
+        }
+    }
+    code
+}
+
+/// Asks once for all documents, then posts each; returns an exit code (0 when all were stored).
+fn submit_all(bodies: &[(u32, String)], url: &str, yes: bool) -> u8 {
+    let docs: Vec<String> = bodies.iter().map(|(_, b)| b.clone()).collect();
+    match submit::consent(&docs, url, yes) {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!("probe: not sent");
+            return 0;
         }
         Err(e) => {
             eprintln!("probe: {e}");
-            return ExitCode::from(e.exit_code());
+            return report::EXIT_USAGE;
+        }
+    }
+    let mut code = 0;
+    for (index, body) in bodies {
+        let keep = |why: &str| -> u8 {
+            match submit::save_unsent(body, *index) {
+                Ok(path) => eprintln!("probe: {why}; the report is saved in {}; {}", path.display(), submit::resend_hint(&path, url)),
+                Err(e) => eprintln!("probe: {why}, and the report could not be saved ({e})"),
+            }
+            report::EXIT_NETWORK
+        };
+        match submit::post(url, body) {
+            submit::Outcome::Stored { id, status, new } => {
+                let base = url.trim_end_matches('/');
+                println!(
+                    "probe: GPU #{index}: {} as submission {id} (status: {status}); follow it at {base}/{id}",
+                    if new { "received" } else { "already received" }
+                );
+            }
+            submit::Outcome::Rejected { http, code: c, message } => {
+                eprintln!("probe: GPU #{index}: the server rejected the report (HTTP {http} {c}): {message}");
+                code = report::EXIT_REJECTED;
+            }
+            submit::Outcome::RateLimited { retry_after } => {
+                code = keep(&format!(
+                    "the server asks to slow down (HTTP 429{})",
+                    retry_after.map_or(String::new(), |s| format!(", retry after {s} s"))
+                ));
+            }
+            submit::Outcome::Failed(e) => code = keep(&format!("could not send to {url}: {e}")),
+        }
+    }
+    code
+}
+
+/// `probe send FILE`: validates a saved report (or array of reports) and submits it.
+fn send_file(file: &std::path::Path, to: &str, yes: bool) -> u8 {
+    let url = match submit::endpoint(to) {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("probe: --to: {e}");
+            return report::EXIT_USAGE;
         }
     };
-    let json = serde_json::to_string_pretty(&report).expect("report serializes");
-    // The document must match the committed schema (the ingest service checks the same file).
-    let problems = schema::validate_report(&serde_json::from_str(&json).expect("report is JSON"));
-    if !problems.is_empty() {
-        eprintln!("probe: internal error, the report does not match report.schema.json: {}", problems.join("; "));
-        return ExitCode::from(report::EXIT_IO);
-    }
-    if let Some(path) = &cli.out {
-        if let Err(e) = std::fs::write(path, format!("{json}\n")) {
-            eprintln!("probe: cannot write {}: {e}", path.display());
-            return ExitCode::from(report::EXIT_IO);
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("probe: cannot read {}: {e}", file.display());
+            return report::EXIT_IO;
         }
+    };
+    let doc: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("probe: {} is not JSON: {e}", file.display());
+            return report::EXIT_IO;
+        }
+    };
+    let docs = match doc {
+        serde_json::Value::Array(a) => a,
+        v => vec![v],
+    };
+    let mut bodies = Vec::new();
+    for (i, d) in docs.iter().enumerate() {
+        let problems = schema::validate_report(d);
+        if !problems.is_empty() {
+            eprintln!("probe: {} (report {i}) is not a probe report: {}", file.display(), problems.join("; "));
+            return report::EXIT_IO;
+        }
+        let index = d["device"]["index"].as_u64().unwrap_or(0) as u32;
+        bodies.push((index, serde_json::to_string_pretty(d).expect("JSON")));
     }
-    if cli.json {
-        println!("{json}");
-    } else {
-        print!("{}", report.to_table());
+    submit_all(&bodies, &url, yes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn submit_urls_accept_a_base_or_the_endpoint() {
+        assert_eq!(submit::endpoint("http://127.0.0.1:8080").unwrap(), "http://127.0.0.1:8080/api/v1/submissions");
+        assert_eq!(submit::endpoint("https://example.org/").unwrap(), "https://example.org/api/v1/submissions");
+        assert_eq!(submit::endpoint(submit::DEFAULT_SUBMIT_URL).unwrap(), submit::DEFAULT_SUBMIT_URL);
+        assert!(submit::endpoint("ftp://x").unwrap_err().contains("not an http"));
+        assert!(submit::endpoint("http:///x").unwrap_err().contains("no host"));
     }
-    ExitCode::SUCCESS
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

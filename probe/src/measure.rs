@@ -2,7 +2,7 @@
 //! statistics, always giving memory back) is tested on a simulated device and runs unchanged on a
 //! real GPU.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub const MIB: u64 = 1 << 20;
 
@@ -14,6 +14,16 @@ pub const INTERRUPTED_MSG: &str = "interrupted";
 
 fn check_interrupt<D: Device + ?Sized>(dev: &D) -> Result<(), String> {
     if dev.interrupted() { Err(INTERRUPTED_MSG.to_string()) } else { Ok(()) }
+}
+
+/// The device as the driver describes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Identity {
+    pub name: String,
+    pub compute_capability: String,
+    pub driver_cuda_version: String,
+    pub pci_bus_id: String,
+    pub uuid: Vec<u8>,
 }
 
 /// One device allocation.
@@ -32,6 +42,41 @@ pub trait Device {
     fn free(&mut self, a: Alloc) -> Result<(), String>;
     /// A monotonic clock in nanoseconds (host time; allocation calls are synchronous).
     fn now_ns(&self) -> u64;
+
+    /// What the driver says about the device (the raw UUID stays on this machine: it is only hashed).
+    fn identity(&mut self) -> Result<Identity, String>;
+    /// `cuDeviceTotalMem`.
+    fn total_bytes(&mut self) -> Result<u64, String>;
+    /// The drop in free memory when one more context is created on the device (then destroyed).
+    fn context_bytes(&mut self) -> Result<u64, String>;
+    /// Copy bandwidth in GB/s over `bytes`, best of `reps` timed with CUDA events.
+    fn bandwidth(&mut self, bytes: u64, reps: usize) -> Result<crate::report::Bandwidth, String>;
+
+    /// Stream-ordered pool: prepare the device's default pool so that freed memory stays in it
+    /// (release threshold raised); returns the threshold set.
+    fn pool_prepare(&mut self) -> Result<u64, String>;
+    /// `cuMemAllocAsync` on a stream, then a stream synchronize; `Ok(None)` when out of memory.
+    fn pool_alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, String>;
+    /// `cuMemFreeAsync`, then a stream synchronize.
+    fn pool_free(&mut self, a: Alloc) -> Result<(), String>;
+    /// Gives everything the pool keeps back to the device (`cuMemPoolTrimTo(0)`), keeping the
+    /// raised threshold.
+    fn pool_trim(&mut self) -> Result<(), String>;
+    /// Trims the pool and restores its release threshold.
+    fn pool_release(&mut self) -> Result<(), String>;
+
+    /// Virtual memory management: (minimum, recommended) allocation granularity.
+    fn vmm_granularity(&mut self) -> Result<(u64, u64), String>;
+    /// `cuMemCreate` of physical memory; `Ok(None)` when out of memory.
+    fn vmm_create(&mut self, bytes: u64) -> Result<Option<u64>, String>;
+    fn vmm_release(&mut self, handle: u64) -> Result<(), String>;
+    /// `cuMemAddressReserve` of a virtual range.
+    fn vmm_reserve(&mut self, bytes: u64) -> Result<u64, String>;
+    fn vmm_free_range(&mut self, va: u64, bytes: u64) -> Result<(), String>;
+    fn vmm_map(&mut self, va: u64, bytes: u64, handle: u64) -> Result<(), String>;
+    /// `cuMemSetAccess` read/write for this device.
+    fn vmm_access(&mut self, va: u64, bytes: u64) -> Result<(), String>;
+    fn vmm_unmap(&mut self, va: u64, bytes: u64) -> Result<(), String>;
     /// Whether the user asked to stop (Ctrl-C).
     fn interrupted(&self) -> bool {
         INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
@@ -124,7 +169,7 @@ pub fn usable_capacity<D: Device>(dev: &mut D, chunk: u64, min_chunk: u64) -> Re
     Ok(total)
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Latency {
     pub bytes: u64,
     /// Median time of one allocation call, microseconds.
@@ -171,7 +216,7 @@ pub fn alloc_latency<D: Device>(
     Ok(out)
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Fragmentation {
     /// Size of each block of the pattern.
     pub block_bytes: u64,
@@ -213,86 +258,124 @@ pub fn fragmentation<D: Device>(
     })
 }
 
-#[cfg(test)]
-pub use sim::SimDevice;
-
-#[cfg(test)]
-mod sim {
-    use super::*;
-
-    /// A simulated device: a first-fit allocator over a fixed address space, with the driver's 2 MiB
-    /// granularity. The measurements' logic is tested on it; it is never reported as a real result.
-    pub struct SimDevice {
-        pub capacity: u64,
-        /// Sorted, disjoint (start, len) of allocated ranges.
-        used: Vec<(u64, u64)>,
-        clock: std::cell::Cell<u64>,
-        pub alloc_calls: usize,
-        pub free_calls: usize,
-        /// Simulated Ctrl-C.
-        pub stop: bool,
-    }
-
-    impl SimDevice {
-        pub fn new(capacity: u64) -> SimDevice {
-            SimDevice {
-                capacity,
-                used: Vec::new(),
-                clock: std::cell::Cell::new(0),
-                alloc_calls: 0,
-                free_calls: 0,
-                stop: false,
-            }
-        }
-        pub fn used_bytes(&self) -> u64 {
-            self.used.iter().map(|(_, l)| l).sum()
-        }
-    }
-
-    impl Device for SimDevice {
-        fn free_bytes(&mut self) -> Result<u64, String> {
-            Ok(self.capacity - self.used_bytes())
-        }
-        fn alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, String> {
-            self.alloc_calls += 1;
-            let len = bytes.div_ceil(2 * MIB) * 2 * MIB;
-            if len == 0 {
-                return Err("zero-byte allocation".into());
-            }
-            let mut start = 0;
-            for (i, &(s, l)) in self.used.iter().enumerate() {
-                if s - start >= len {
-                    self.used.insert(i, (start, len));
-                    return Ok(Some(Alloc { ptr: start, bytes }));
-                }
-                start = s + l;
-            }
-            if self.capacity - start >= len {
-                self.used.push((start, len));
-                return Ok(Some(Alloc { ptr: start, bytes }));
-            }
-            Ok(None)
-        }
-        fn free(&mut self, a: Alloc) -> Result<(), String> {
-            self.free_calls += 1;
-            let i = self
-                .used
-                .iter()
-                .position(|&(s, _)| s == a.ptr)
-                .ok_or("free of an unknown pointer")?;
-            self.used.remove(i);
-            Ok(())
-        }
-        fn interrupted(&self) -> bool {
-            self.stop
-        }
-        fn now_ns(&self) -> u64 {
-            // Each reading advances 1 µs: deterministic latencies for tests.
-            self.clock.set(self.clock.get() + 1000);
-            self.clock.get()
-        }
-    }
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PoolLatency {
+    pub bytes: u64,
+    /// Median of `cuMemAllocAsync` + stream sync when the pool had to grow.
+    pub first_us: f64,
+    /// Median of the same request right after freeing it: served from the pool.
+    pub reuse_us: f64,
+    pub free_us: f64,
+    pub samples: usize,
 }
+
+/// Stream-ordered allocation from the default pool: for each size, a cold request (the pool grows,
+/// then is trimmed back) and a warm one (the block just freed is reused). The pool is emptied and
+/// its threshold restored on every path.
+pub fn pool_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result<(u64, Vec<PoolLatency>), String> {
+    let threshold = dev.pool_prepare()?;
+    let out = (|| {
+        let mut out = Vec::new();
+        for &bytes in sizes {
+            let (mut first, mut reuse, mut free) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..reps {
+                check_interrupt(dev)?;
+                dev.pool_trim()?;
+                let t0 = dev.now_ns();
+                let Some(a) = dev.pool_alloc(bytes)? else { break };
+                let t1 = dev.now_ns();
+                dev.pool_free(a)?;
+                let t2 = dev.now_ns();
+                let Some(b) = dev.pool_alloc(bytes)? else { break };
+                let t3 = dev.now_ns();
+                dev.pool_free(b)?;
+                first.push((t1 - t0) as f64 / 1e3);
+                free.push((t2 - t1) as f64 / 1e3);
+                reuse.push((t3 - t2) as f64 / 1e3);
+            }
+            if !first.is_empty() {
+                let samples = first.len();
+                out.push(PoolLatency { bytes, first_us: median(&mut first), reuse_us: median(&mut reuse), free_us: median(&mut free), samples });
+            }
+        }
+        Ok::<_, String>(out)
+    })();
+    let released = dev.pool_release();
+    let out = out?;
+    released?;
+    Ok((threshold, out))
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct VmmLatency {
+    pub bytes: u64,
+    pub create_us: f64,
+    pub reserve_us: f64,
+    pub map_us: f64,
+    pub access_us: f64,
+    pub unmap_us: f64,
+    /// `cuMemRelease` + `cuMemAddressFree`.
+    pub release_us: f64,
+    pub samples: usize,
+}
+
+/// One full virtual-memory cycle per sample (create, reserve, map, set access, unmap, release),
+/// each step timed; sizes are rounded up to the granularity; every step is undone on every path.
+pub fn vmm_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result<(u64, u64, Vec<VmmLatency>), String> {
+    let (gran, rec) = dev.vmm_granularity()?;
+    let mut out = Vec::new();
+    for &want in sizes {
+        let bytes = want.div_ceil(gran) * gran;
+        let mut t: [Vec<f64>; 6] = Default::default();
+        for _ in 0..reps {
+            check_interrupt(dev)?;
+            let c0 = dev.now_ns();
+            let Some(h) = dev.vmm_create(bytes)? else { break };
+            let c1 = dev.now_ns();
+            let cycle = (|| {
+                let va = dev.vmm_reserve(bytes)?;
+                let c2 = dev.now_ns();
+                let mapped = dev.vmm_map(va, bytes, h).and_then(|()| {
+                    let c3 = dev.now_ns();
+                    let access = dev.vmm_access(va, bytes);
+                    let c4 = dev.now_ns();
+                    let unmap = dev.vmm_unmap(va, bytes);
+                    let c5 = dev.now_ns();
+                    access.and(unmap).map(|()| [c3, c4, c5])
+                });
+                let freed = dev.vmm_free_range(va, bytes);
+                let [c3, c4, c5] = mapped?;
+                freed?;
+                Ok::<_, String>([c2, c3, c4, c5])
+            })();
+            let released = dev.vmm_release(h);
+            let c6 = dev.now_ns();
+            let [c2, c3, c4, c5] = cycle?;
+            released?;
+            for (v, (a, b)) in t.iter_mut().zip([(c0, c1), (c1, c2), (c2, c3), (c3, c4), (c4, c5), (c5, c6)]) {
+                v.push((b - a) as f64 / 1e3);
+            }
+        }
+        if !t[0].is_empty() {
+            let samples = t[0].len();
+            let [a, b, c, d, e, f] = &mut t;
+            out.push(VmmLatency {
+                bytes,
+                create_us: median(a),
+                reserve_us: median(b),
+                map_us: median(c),
+                access_us: median(d),
+                unmap_us: median(e),
+                release_us: median(f),
+                samples,
+            });
+        }
+    }
+    Ok((gran, rec, out))
+}
+
+#[cfg(test)]
+use crate::sim::SimDevice;
 
 #[cfg(test)]
 mod tests {

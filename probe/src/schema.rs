@@ -99,7 +99,7 @@ pub fn validate_report(v: &Value) -> Vec<String> {
 mod tests {
     use super::*;
 
-    const H200: &str = include_str!("../../dataset/measurements/probe/h200-2026-11-30.json");
+    const H200: &str = include_str!("../../dataset/measurements/probe/h200-example.json");
 
     #[test]
     fn the_real_h200_report_matches_the_schema() {

@@ -1,0 +1,124 @@
+//! The probe binary on its simulated device (hidden `--simulate`): every refusal with its exit
+//! code, the JSON documents, `--all`, consent and the resend file. Measurements on a real GPU are
+//! checked through the device tool (dataset/measurements/probe/).
+
+use std::process::Command;
+
+use headroom_e2e::{bin, TempDir};
+use serde_json::Value;
+
+fn probe_in(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(bin("probe", "probe"))
+        .args(args)
+        .current_dir(dir)
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn probe(args: &[&str]) -> (Option<i32>, String, String) {
+    let dir = TempDir::new("probe-cli");
+    probe_in(dir.path(), args)
+}
+
+#[test]
+fn every_refusal_is_one_line_with_its_own_exit_code() {
+    for (spec, extra, code, needle) in [
+        ("none", vec![], 4, "reports no CUDA-capable GPU"),
+        ("gpu", vec!["--device", "3"], 5, "there is no GPU #3: this machine has 1"),
+        ("full", vec![], 6, "has only 128 MiB free"),
+        ("mig", vec![], 7, "is a MIG slice"),
+        ("busy", vec![], 8, "is busy"),
+        ("nonsense", vec![], 2, "--simulate: unknown device"),
+    ] {
+        let mut args = vec!["--simulate", spec, "--json"];
+        args.extend(extra);
+        let (rc, stdout, stderr) = probe(&args);
+        assert_eq!(rc, Some(code), "{spec}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{spec}: {stderr}");
+        assert!(stderr.starts_with("probe: ") && stderr.contains(needle), "{spec}: {stderr}");
+        assert!(stdout.is_empty(), "{spec}: nothing measured, nothing printed: {stdout}");
+        assert!(!stderr.contains("panicked"));
+    }
+}
+
+#[test]
+fn the_json_report_of_a_simulated_card_has_every_section() {
+    let (rc, stdout, stderr) = probe(&["--simulate", "gpu=12", "--json"]);
+    assert_eq!(rc, Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["memory"]["total_bytes"], 12u64 << 30);
+    assert_eq!(v["memory"]["usable_bytes"], 12u64 << 30);
+    assert_eq!(v["memory"]["free_bytes_after"], v["memory"]["free_bytes_with_context"], "nothing left behind");
+    assert_eq!(v["pools"]["alloc_async"].as_array().unwrap().len(), 4);
+    assert_eq!(v["vmm"]["granularity_bytes"], 2u64 << 20);
+    assert!(v["device"]["name"].as_str().unwrap().contains("simulated"));
+    let id = v["device"]["install_id"].as_str().unwrap();
+    assert_eq!(id.len(), 32);
+    assert!(!stdout.contains("GPU-"), "no raw UUID");
+}
+
+#[test]
+fn all_measures_every_card_and_reports_the_ones_it_could_not() {
+    let (rc, stdout, stderr) = probe(&["--simulate", "gpu,gpu=16,mig", "--all", "--json"]);
+    assert_eq!(rc, Some(7), "the MIG slice's exit code: {stderr}");
+    assert!(stderr.contains("GPU #2 is a MIG slice"), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let reports = v.as_array().unwrap();
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[0]["device"]["index"], 0);
+    assert_eq!(reports[1]["device"]["index"], 1);
+    assert_eq!(reports[1]["memory"]["total_bytes"], 16u64 << 30);
+    // The same install id for every card of the machine, a different hash per card.
+    assert_eq!(reports[0]["device"]["install_id"], reports[1]["device"]["install_id"]);
+    assert_ne!(reports[0]["device"]["uuid_hash"], reports[1]["device"]["uuid_hash"]);
+}
+
+#[test]
+fn the_table_shows_progress_and_every_measurement() {
+    let (rc, stdout, stderr) = probe(&["--simulate", "gpu"]);
+    assert_eq!(rc, Some(0), "{stderr}");
+    for step in ["context overhead", "usable capacity", "stream-ordered pool", "virtual memory mapping", "fragmentation"] {
+        assert!(stderr.contains(step), "progress for {step}: {stderr}");
+    }
+    for row in ["Total memory", "One more CUDA context costs", "cuMemAllocAsync 2 MiB", "VMM granularity", "cuMemCreate+Map 2 MiB", "Device→device copy", "Memory left behind", "Run time"] {
+        assert!(stdout.contains(row), "{row}: {stdout}");
+    }
+}
+
+#[test]
+fn submit_never_sends_without_consent() {
+    // No terminal on standard input and no --yes: nothing is sent, and it says what to do.
+    let (rc, _, stderr) = probe(&["--simulate", "gpu", "--json", "--submit", "http://127.0.0.1:9/"]);
+    assert_eq!(rc, Some(2), "{stderr}");
+    assert!(stderr.contains("this is exactly what will be sent to http://127.0.0.1:9/api/v1/submissions"), "{stderr}");
+    assert!(stderr.contains("\"schema_version\": 1"), "the document itself is shown: {stderr}");
+    assert!(stderr.contains("pass --yes"), "{stderr}");
+}
+
+#[test]
+fn a_report_that_cannot_be_sent_is_kept_and_can_be_resent() {
+    let dir = TempDir::new("probe-unsent");
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let (rc, _, stderr) = probe_in(dir.path(), &["--simulate", "gpu", "--json", "--submit", &url, "--yes"]);
+    assert_eq!(rc, Some(12), "{stderr}");
+    let saved: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    assert_eq!(saved.len(), 1, "{stderr}");
+    let file = saved[0].to_string_lossy().to_string();
+    assert!(stderr.contains(&format!("the report is saved in {file}")), "{stderr}");
+    assert!(stderr.contains(&format!("probe send {file} --to {url}/api/v1/submissions")), "{stderr}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(doc["schema_version"], 1);
+    // Resending to the same dead address keeps it again; a file that is not a report is refused.
+    let (rc, _, stderr) = probe_in(dir.path(), &["send", &file, "--to", &url, "--yes"]);
+    assert_eq!(rc, Some(12), "{stderr}");
+    let bogus = dir.path().join("bogus.json");
+    std::fs::write(&bogus, r#"{"schema_version": 1, "hostname": "me"}"#).unwrap();
+    let (rc, _, stderr) = probe_in(dir.path(), &["send", bogus.to_str().unwrap(), "--yes"]);
+    assert_eq!(rc, Some(1), "{stderr}");
+    assert!(stderr.contains("is not a probe report") && stderr.contains("$.hostname: not allowed"), "{stderr}");
+}
