@@ -4,6 +4,7 @@
 mod cuda;
 mod identity;
 mod measure;
+mod replay;
 mod report;
 mod schema;
 mod sim;
@@ -66,12 +67,16 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Replay an allocation trace through a model of PyTorch 2.11's CUDA caching allocator under
+    /// any PYTORCH_CUDA_ALLOC_CONF and memory limit: peak reserved, where it runs out of memory.
+    Replay(replay::ReplayArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Send { file, to, yes }) => ExitCode::from(send_file(&file, &to, yes)),
+        Some(Command::Replay(args)) => ExitCode::from(replay::run(&args)),
         None => ExitCode::from(measure_and_report(&cli.run)),
     }
 }

@@ -122,3 +122,45 @@ fn a_report_that_cannot_be_sent_is_kept_and_can_be_resent() {
     assert_eq!(rc, Some(1), "{stderr}");
     assert!(stderr.contains("is not a probe report") && stderr.contains("$.hostname: not allowed"), "{stderr}");
 }
+
+fn trace(name: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../alloc/fidelity/traces").join(name).to_string_lossy().into_owned()
+}
+
+#[test]
+fn replay_reports_the_oom_event_and_pytorchs_message_as_json() {
+    let (rc, stdout, stderr) = probe(&["replay", &trace("churn.json"), "--device-total", "4294967296", "--json"]);
+    assert_eq!(rc, Some(0), "an OOM is a result, not an error: {stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    for key in ["oom_at", "peak_allocated", "peak_reserved", "num_device_alloc", "num_device_free", "num_alloc_retries", "num_ooms"] {
+        assert!(v.get(key).is_some(), "{key} in {stdout}");
+    }
+    let at = v["oom_at"].as_u64().expect("this trace does not fit in 4 GiB");
+    assert!(at > 0);
+    assert!(v["oom_message"].as_str().unwrap().starts_with("CUDA out of memory. Tried to allocate"), "{stdout}");
+    assert!(v["peak_reserved"].as_u64().unwrap() <= 4u64 << 30);
+    // The same trace with room to spare does not run out.
+    let (rc, stdout, _) = probe(&["replay", &trace("churn.json"), "--device-total", "25769803776", "--json"]);
+    assert_eq!(rc, Some(0));
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(v["oom_at"].is_null(), "{stdout}");
+}
+
+#[test]
+fn replay_refuses_what_pytorch_refuses_and_compares_configs() {
+    let (rc, _, stderr) = probe(&["replay", &trace("churn.json"), "--device-total", "4294967296", "--conf", "max_split_size_mb:16"]);
+    assert_eq!(rc, Some(2), "{stderr}");
+    assert!(stderr.contains("max_split_size_mb too small, must be >= 20"), "{stderr}");
+    let (rc, _, stderr) = probe(&["replay", &trace("churn.json")]);
+    assert_eq!(rc, Some(2), "{stderr}");
+    assert!(stderr.contains("--device-total"), "{stderr}");
+    let (rc, _, stderr) = probe(&["replay", "/nonexistent/trace.json", "--device-total", "1"]);
+    assert_eq!(rc, Some(1), "{stderr}");
+    // A real snapshot pickle carries its device size; --compare shows the configs side by side.
+    let (rc, stdout, stderr) = probe(&["replay", &trace("model.pkl"), "--compare"]);
+    assert_eq!(rc, Some(0), "{stderr}");
+    for row in ["default", "expandable_segments:True", "max_split_size_mb:128", "backend:cudaMallocAsync"] {
+        assert!(stdout.contains(row), "{row}: {stdout}");
+    }
+    assert!(stdout.contains("garbage_collection_threshold is inert"), "{stdout}");
+}

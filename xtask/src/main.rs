@@ -238,6 +238,7 @@ fn test() -> Result {
     run(cargo().args(["test", "--no-fail-fast"]).env("HEADROOM_SITE", root.join("site/dist")))?;
     // The site's own pure pieces (routes, query strings, number formats), natively.
     run(cargo().args(["test", "-p", "headroom-site", "--lib"]))?;
-    // The pure core must keep building for the browser.
-    run(in_wasm_env("cargo").args(["check", "-p", "headroom-core", "--no-default-features", "--target", WASM_TARGET]))
+    // The pure crates must keep building for the browser.
+    run(in_wasm_env("cargo").args(["check", "-p", "headroom-core", "--no-default-features", "--target", WASM_TARGET]))?;
+    run(in_wasm_env("cargo").args(["check", "-p", "headroom-alloc", "--target", WASM_TARGET]))
 }

@@ -1,0 +1,271 @@
+//! `headroom-alloc`: a faithful, pure model of PyTorch 2.11's CUDA caching allocator.
+//!
+//! Give it an allocation trace (a `torch.cuda.memory._dump_snapshot` pickle or the simple JSON
+//! form) and a configuration (`PYTORCH_CUDA_ALLOC_CONF`, per-process memory fraction, device
+//! total and free memory); it replays the trace through the same rules the real allocator
+//! follows and says whether and where it runs out of memory, with the message PyTorch would
+//! print, and how much it reserved.
+//!
+//! No I/O, no threads, no clocks: the crate builds for `wasm32-unknown-unknown`.
+//!
+//! ```
+//! use headroom_alloc::{config, replay, trace, Options};
+//! let t = trace::parse(br#"{"events": [["a", 1, 1500000], ["a", 2, 5000000], ["f", 1, 1500000]]}"#).unwrap();
+//! let opts = Options::new(config::parse("").unwrap(), 8 << 30);
+//! let out = replay(&t, &opts);
+//! assert_eq!(out.peak_reserved, 20 << 20); // both fit one 20 MiB segment
+//! assert_eq!(out.oom_at, None);
+//! ```
+
+pub mod async_backend;
+pub mod config;
+pub mod device;
+pub mod freeset;
+pub mod native;
+pub mod oom;
+pub mod stats;
+pub mod trace;
+
+use config::{AllocConf, Backend};
+use device::Device;
+use serde::Serialize;
+use stats::DeviceStats;
+use trace::{
+    OP_ALLOC, OP_EMPTY_CACHE, OP_FREE, OP_FREE_COMPLETED, OP_FREE_REQUESTED, POS_INITIAL, Trace,
+};
+
+/// The environment of one replay.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub conf: AllocConf,
+    /// `cudaMemGetInfo` total / `totalGlobalMem` in bytes.
+    pub device_total: u64,
+    /// What cudaMalloc can get when the replay starts (`None`: the device total).
+    pub device_free: Option<u64>,
+    /// `torch.cuda.set_per_process_memory_fraction(f)` after start-up (`None`: never called).
+    pub memory_fraction: Option<f64>,
+    /// For the OOM message: the memory NVML reports for this process beyond what the allocator
+    /// reserved (CUDA context, other libraries). `None`: the message leaves that sentence out,
+    /// as PyTorch does where NVML is unavailable.
+    pub process_overhead: Option<u64>,
+    /// Device index in the OOM message.
+    pub device_index: u32,
+}
+
+impl Options {
+    pub fn new(conf: AllocConf, device_total: u64) -> Self {
+        Options {
+            conf,
+            device_total,
+            device_free: None,
+            memory_fraction: None,
+            process_overhead: None,
+            device_index: 0,
+        }
+    }
+}
+
+/// What a replay did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    pub backend: Backend,
+    /// Index of the source event that failed (JSON `events` index, or `device_traces` index of
+    /// a snapshot); `None` if nothing failed, or if an allocation of the initial state failed.
+    pub oom_at: Option<u64>,
+    /// Whether an allocation failed (the replay stops there).
+    pub oom: bool,
+    /// The failing allocation belonged to the state before recording started (snapshots).
+    pub oom_in_initial_state: bool,
+    pub oom_size: Option<u64>,
+    pub oom_message: Option<String>,
+    pub peak_allocated: u64,
+    pub peak_reserved: u64,
+    pub num_device_alloc: u64,
+    pub num_device_free: u64,
+    pub num_alloc_retries: u64,
+    pub num_ooms: u64,
+    pub num_sync_all_streams: u64,
+    /// Events replayed (up to and including the failing one).
+    pub events_replayed: u64,
+    pub final_allocated: u64,
+    pub final_reserved: u64,
+    /// `fraction x total` when a fraction below 1 applies (native backend), or the async limit.
+    pub allowed_memory_maximum: Option<u64>,
+    /// The native allocator's counters (`None` for cudaMallocAsync, which keeps none).
+    pub stats: Option<DeviceStats>,
+    /// Warnings PyTorch would print for this configuration.
+    pub warnings: Vec<String>,
+}
+
+/// Replay `trace` under `opts`.
+pub fn replay(trace: &Trace, opts: &Options) -> Outcome {
+    let device = Device::new(
+        opts.device_total,
+        opts.device_free.unwrap_or(opts.device_total),
+    );
+    match opts.conf.backend {
+        Backend::Native => replay_native(trace, opts, device),
+        Backend::CudaMallocAsync => replay_async(trace, opts, device),
+    }
+}
+
+fn replay_native(trace: &Trace, opts: &Options, device: Device) -> Outcome {
+    let mut a = native::Native::new(&opts.conf, device, opts.memory_fraction);
+    let mut handles = vec![native::NIL; trace.num_ids as usize];
+    let mut oom = None;
+    let mut replayed = 0u64;
+    for e in &trace.events {
+        replayed += 1;
+        match e.op {
+            OP_ALLOC => match a.malloc(e.size, e.stream) {
+                Ok(h) => handles[e.id as usize] = h,
+                Err(k) => {
+                    oom = Some((e, k));
+                    break;
+                }
+            },
+            OP_FREE => a.free(handles[e.id as usize]),
+            OP_FREE_REQUESTED => a.free_requested(handles[e.id as usize]),
+            OP_FREE_COMPLETED => a.free_completed(handles[e.id as usize]),
+            OP_EMPTY_CACHE => a.empty_cache(),
+            _ => {}
+        }
+    }
+    let s = &a.stats;
+    let (oom_at, oom_size, oom_message, initial) = match &oom {
+        Some((e, k)) => {
+            let reserved = s.reserved_bytes.all.current as u64;
+            let msg = oom::native_message(
+                k,
+                opts.device_index,
+                opts.process_overhead.map(|o| o + reserved),
+            );
+            (
+                (e.pos != POS_INITIAL).then_some(e.pos as u64),
+                Some(e.size),
+                Some(msg),
+                e.pos == POS_INITIAL,
+            )
+        }
+        None => (None, None, None, false),
+    };
+    Outcome {
+        backend: Backend::Native,
+        oom_at,
+        oom: oom.is_some(),
+        oom_in_initial_state: initial,
+        oom_size,
+        oom_message,
+        peak_allocated: s.allocated_bytes.all.peak as u64,
+        peak_reserved: s.reserved_bytes.all.peak as u64,
+        num_device_alloc: s.num_device_alloc,
+        num_device_free: s.num_device_free,
+        num_alloc_retries: s.num_alloc_retries,
+        num_ooms: s.num_ooms,
+        num_sync_all_streams: s.num_sync_all_streams,
+        events_replayed: replayed,
+        final_allocated: s.allocated_bytes.all.current as u64,
+        final_reserved: s.reserved_bytes.all.current as u64,
+        allowed_memory_maximum: a.allowed_memory_maximum(),
+        stats: Some(a.stats.clone()),
+        warnings: opts.conf.warnings.clone(),
+    }
+}
+
+fn replay_async(trace: &Trace, opts: &Options, device: Device) -> Outcome {
+    let mut p = async_backend::AsyncPool::new(device, opts.memory_fraction);
+    let mut offsets = vec![u64::MAX; trace.num_ids as usize];
+    let mut sizes = vec![0u64; trace.num_ids as usize];
+    let mut oom = None;
+    let mut replayed = 0u64;
+    for e in &trace.events {
+        replayed += 1;
+        match e.op {
+            OP_ALLOC => {
+                if e.size >= native::ONE_EXA_BYTES {
+                    oom = Some((
+                        e,
+                        "CUDA out of memory. Tried to allocate more than 1EB memory.".to_string(),
+                    ));
+                    break;
+                }
+                if e.size == 0 {
+                    continue;
+                }
+                match p.malloc(e.size) {
+                    Ok(off) => {
+                        offsets[e.id as usize] = off;
+                        sizes[e.id as usize] = e.size;
+                    }
+                    Err(o) => {
+                        oom = Some((e, oom::async_message(&o, opts.device_index)));
+                        break;
+                    }
+                }
+            }
+            // cudaFreeAsync at free(); the driver reuses the range in stream order
+            OP_FREE | OP_FREE_REQUESTED => {
+                let off = offsets[e.id as usize];
+                if off != u64::MAX {
+                    p.free(off, sizes[e.id as usize]);
+                    offsets[e.id as usize] = u64::MAX;
+                }
+            }
+            OP_FREE_COMPLETED => {}
+            OP_EMPTY_CACHE => p.empty_cache(),
+            _ => {}
+        }
+    }
+    let mut warnings = vec![
+        "backend:cudaMallocAsync: the driver's pool is modelled approximately (32 MiB growth, best fit); allocated bytes and the fraction limit are exact".to_string(),
+    ];
+    warnings.extend(opts.conf.warnings.iter().cloned());
+    let (oom_at, oom_size, oom_message, initial) = match &oom {
+        Some((e, m)) => (
+            (e.pos != POS_INITIAL).then_some(e.pos as u64),
+            Some(e.size),
+            Some(m.clone()),
+            e.pos == POS_INITIAL,
+        ),
+        None => (None, None, None, false),
+    };
+    Outcome {
+        backend: Backend::CudaMallocAsync,
+        oom_at,
+        oom: oom.is_some(),
+        oom_in_initial_state: initial,
+        oom_size,
+        oom_message,
+        peak_allocated: p.peak_used,
+        peak_reserved: p.peak_reserved,
+        num_device_alloc: 0,
+        num_device_free: 0,
+        num_alloc_retries: 0,
+        num_ooms: 0,
+        num_sync_all_streams: 0,
+        events_replayed: replayed,
+        final_allocated: p.used,
+        final_reserved: p.reserved(),
+        allowed_memory_maximum: (p.limit != u64::MAX).then_some(p.limit),
+        stats: None,
+        warnings,
+    }
+}
+
+/// The configurations `probe replay --compare` puts side by side.
+pub const COMPARE_CONFIGS: &[(&str, &str)] = &[
+    ("default", ""),
+    ("expandable_segments:True", "expandable_segments:True"),
+    ("max_split_size_mb:128", "max_split_size_mb:128"),
+    ("max_split_size_mb:512", "max_split_size_mb:512"),
+    (
+        "garbage_collection_threshold:0.8",
+        "garbage_collection_threshold:0.8",
+    ),
+    ("roundup_power2_divisions:4", "roundup_power2_divisions:4"),
+    (
+        "expandable_segments:True,max_split_size_mb:128",
+        "expandable_segments:True,max_split_size_mb:128",
+    ),
+    ("backend:cudaMallocAsync", "backend:cudaMallocAsync"),
+];

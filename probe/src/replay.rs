@@ -1,0 +1,308 @@
+//! `probe replay TRACE`: replay an allocation trace through the headroom-alloc model of PyTorch
+//! 2.11's CUDA caching allocator and say whether and where it runs out of memory.
+//!
+//! The shell only reads the file and prints; every rule lives in the `headroom-alloc` crate.
+//! Exit codes: 0 replayed (also when the trace runs out of memory: that is a result), 2 bad
+//! usage or a config string PyTorch would refuse (its error is printed), 1 an unreadable or
+//! invalid trace (one line naming the file and the position).
+
+use std::path::PathBuf;
+
+use headroom_alloc::config::{self, Backend};
+use headroom_alloc::oom::format_size;
+use headroom_alloc::trace::{self, Format, Trace};
+use headroom_alloc::{COMPARE_CONFIGS, Options, Outcome, replay};
+
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_TRACE: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+
+/// Replay an allocation trace with PyTorch 2.11's CUDA caching allocator rules.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReplayArgs {
+    /// The trace: a torch.cuda.memory._dump_snapshot pickle, or JSON
+    /// {"events": [["a", id, size], ["f", id, size], ...]}.
+    pub trace: PathBuf,
+    /// PYTORCH_CUDA_ALLOC_CONF, e.g. "expandable_segments:True,max_split_size_mb:128".
+    #[arg(long, value_name = "STRING", default_value = "")]
+    pub conf: String,
+    /// Device memory in bytes (cudaMemGetInfo total). Default: the trace's own, if it has one.
+    #[arg(long, value_name = "BYTES")]
+    pub device_total: Option<u64>,
+    /// What cudaMalloc can get when the replay starts, in bytes. Default: the device total.
+    #[arg(long, value_name = "BYTES")]
+    pub device_free: Option<u64>,
+    /// As torch.cuda.set_per_process_memory_fraction(F): the allocator may hold at most
+    /// F x device total. Absent: never called (which also keeps garbage collection off).
+    #[arg(long, value_name = "F")]
+    pub memory_fraction: Option<f64>,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Replay under common configurations side by side.
+    #[arg(long)]
+    pub compare: bool,
+}
+
+/// Run `probe replay`; returns the exit code.
+pub fn run(args: &ReplayArgs) -> u8 {
+    let shown = args.trace.display().to_string();
+    let bytes = match std::fs::read(&args.trace) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("probe replay: cannot read {shown}: {e}");
+            return EXIT_TRACE;
+        }
+    };
+    let t = match trace::parse(&bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("probe replay: {shown}: {e}");
+            return EXIT_TRACE;
+        }
+    };
+    let Some(total) = args.device_total.or(t.device_total) else {
+        eprintln!(
+            "probe replay: {shown} does not say how much memory the device has; give --device-total BYTES (e.g. --device-total 25769803776 for 24 GiB)"
+        );
+        return EXIT_USAGE;
+    };
+    if total == 0 {
+        eprintln!("probe replay: --device-total must be more than 0 bytes");
+        return EXIT_USAGE;
+    }
+    if let Some(free) = args.device_free
+        && free > total
+    {
+        eprintln!("probe replay: --device-free ({free}) cannot exceed the device total ({total})");
+        return EXIT_USAGE;
+    }
+    if let Some(f) = args.memory_fraction {
+        // torch.cuda.set_per_process_memory_fraction's own check
+        if !(0.0..=1.0).contains(&f) {
+            eprintln!("probe replay: ValueError: Invalid fraction value: {f}. Allowed range: 0~1");
+            return EXIT_USAGE;
+        }
+    }
+    let opts_for = |conf: config::AllocConf| {
+        let mut o = Options::new(conf, total);
+        o.device_free = args.device_free;
+        o.memory_fraction = args.memory_fraction;
+        o
+    };
+
+    if args.compare {
+        let mut rows: Vec<(String, Result<Outcome, String>)> = Vec::new();
+        if !args.conf.is_empty() && !COMPARE_CONFIGS.iter().any(|(_, c)| *c == args.conf) {
+            rows.push((
+                format!("{} (--conf)", args.conf),
+                config::parse(&args.conf)
+                    .map(|c| replay(&t, &opts_for(c)))
+                    .map_err(|e| e.to_string()),
+            ));
+        }
+        for (name, conf) in COMPARE_CONFIGS {
+            let c = config::parse(conf).expect("built-in configs parse");
+            rows.push((name.to_string(), Ok(replay(&t, &opts_for(c)))));
+        }
+        if args.json {
+            let list: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(name, r)| match r {
+                    Ok(o) => {
+                        let mut v = outcome_json(o);
+                        v["config"] = name.clone().into();
+                        v
+                    }
+                    Err(e) => serde_json::json!({"config": name, "config_error": e}),
+                })
+                .collect();
+            let doc = serde_json::json!({
+                "trace": shown,
+                "format": t.format,
+                "events": t.source_events,
+                "device_total": total,
+                "device_free": args.device_free.unwrap_or(total),
+                "memory_fraction": args.memory_fraction,
+                "configs": list,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
+        } else {
+            print!("{}", header(&shown, &t, total, args));
+            print!("{}", compare_table(&rows, args.memory_fraction.is_some()));
+        }
+        return EXIT_OK;
+    }
+
+    let conf = match config::parse(&args.conf) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "probe replay: PYTORCH_CUDA_ALLOC_CONF={:?} is refused by PyTorch 2.11:\n{e}",
+                args.conf
+            );
+            return EXIT_USAGE;
+        }
+    };
+    let out = replay(&t, &opts_for(conf.clone()));
+    if args.json {
+        let mut v = outcome_json(&out);
+        v["trace"] = shown.into();
+        v["format"] = serde_json::to_value(t.format).expect("json");
+        v["events"] = t.source_events.into();
+        v["conf"] = args.conf.clone().into();
+        v["device_total"] = total.into();
+        v["device_free"] = args.device_free.unwrap_or(total).into();
+        v["memory_fraction"] = args.memory_fraction.into();
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        print!("{}", header(&shown, &t, total, args));
+        print!("{}", summary(&out, &conf));
+    }
+    EXIT_OK
+}
+
+/// The outcome as the `--json` object (the brief's keys first, then the details).
+pub fn outcome_json(o: &Outcome) -> serde_json::Value {
+    serde_json::json!({
+        "oom_at": o.oom_at,
+        "oom": o.oom,
+        "oom_in_initial_state": o.oom_in_initial_state,
+        "oom_message": o.oom_message,
+        "peak_allocated": o.peak_allocated,
+        "peak_reserved": o.peak_reserved,
+        "num_device_alloc": o.num_device_alloc,
+        "num_device_free": o.num_device_free,
+        "num_alloc_retries": o.num_alloc_retries,
+        "num_ooms": o.num_ooms,
+        "backend": o.backend,
+        "events_replayed": o.events_replayed,
+        "final_allocated": o.final_allocated,
+        "final_reserved": o.final_reserved,
+        "allowed_memory_maximum": o.allowed_memory_maximum,
+        "warnings": o.warnings,
+    })
+}
+
+fn header(shown: &str, t: &Trace, total: u64, args: &ReplayArgs) -> String {
+    let kind = match t.format {
+        Format::Json => "JSON trace",
+        Format::Snapshot => "memory snapshot",
+    };
+    let mut s = format!("{shown}: {kind}, {} events", t.source_events);
+    if t.initial > 0 {
+        s.push_str(&format!(
+            ", {} blocks alive before recording started (allocated first)",
+            t.initial
+        ));
+    }
+    s.push('\n');
+    if let Some(rc) = &t.recorded_conf
+        && !rc.is_empty()
+        && rc != &args.conf
+    {
+        s.push_str(&format!("note: the trace was recorded with PYTORCH_CUDA_ALLOC_CONF={rc:?}; this replay uses {:?}\n", args.conf));
+    }
+
+    s.push_str(&format!(
+        "device: {} total, {} free for cudaMalloc; memory fraction: {}\n",
+        format_size(total),
+        format_size(args.device_free.unwrap_or(total)),
+        match args.memory_fraction {
+            Some(f) => format!("{f} (set_per_process_memory_fraction)"),
+            None => "not set".to_string(),
+        }
+    ));
+    s
+}
+
+fn summary(o: &Outcome, conf: &config::AllocConf) -> String {
+    let mut s = format!(
+        "config: {:?} (backend {})\n",
+        conf.source,
+        match conf.backend {
+            Backend::Native => "native",
+            Backend::CudaMallocAsync => "cudaMallocAsync",
+        }
+    );
+    for w in &o.warnings {
+        s.push_str(&format!("warning: {w}\n"));
+    }
+    if o.oom {
+        let at = match o.oom_at {
+            Some(i) => format!("event {i}"),
+            None => "an allocation of the state before recording started".to_string(),
+        };
+        s.push_str(&format!(
+            "result: OUT OF MEMORY at {at} (a request of {} bytes)\n",
+            o.oom_size.unwrap_or(0)
+        ));
+        if let Some(m) = &o.oom_message {
+            s.push_str(&format!("  torch.OutOfMemoryError: {m}\n"));
+        }
+    } else {
+        s.push_str(&format!(
+            "result: fits ({} events replayed)\n",
+            o.events_replayed
+        ));
+    }
+    s.push_str(&format!(
+        "peak allocated: {} ({} bytes)\npeak reserved:  {} ({} bytes)\n",
+        format_size(o.peak_allocated),
+        o.peak_allocated,
+        format_size(o.peak_reserved),
+        o.peak_reserved
+    ));
+    if o.backend == Backend::Native {
+        s.push_str(&format!(
+            "cudaMalloc/map calls: {}, cudaFree/unmap calls: {}, free-everything-and-retry: {}, OOMs: {}\n",
+            o.num_device_alloc, o.num_device_free, o.num_alloc_retries, o.num_ooms
+        ));
+    }
+    if conf.garbage_collection_threshold > 0.0
+        && o.allowed_memory_maximum.is_none()
+        && o.backend == Backend::Native
+    {
+        s.push_str("note: garbage_collection_threshold does nothing without a memory fraction below 1 (--memory-fraction)\n");
+    }
+    s
+}
+
+fn compare_table(rows: &[(String, Result<Outcome, String>)], fraction_set: bool) -> String {
+    let w = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(10).max(6);
+    let mut s = format!(
+        "{:<w$}  {:>14}  {:>14}  {:>12}  {:>7}\n",
+        "config", "peak reserved", "peak allocated", "OOM at", "retries"
+    );
+    for (name, r) in rows {
+        match r {
+            Ok(o) => {
+                let oom = if !o.oom {
+                    "-".to_string()
+                } else {
+                    o.oom_at
+                        .map_or("initial".to_string(), |v| format!("event {v}"))
+                };
+                let retries = if o.backend == Backend::Native {
+                    o.num_alloc_retries.to_string()
+                } else {
+                    "n/a".to_string()
+                };
+                s.push_str(&format!(
+                    "{:<w$}  {:>14}  {:>14}  {:>12}  {:>7}\n",
+                    name,
+                    format_size(o.peak_reserved),
+                    format_size(o.peak_allocated),
+                    oom,
+                    retries
+                ));
+            }
+            Err(e) => s.push_str(&format!("{name:<w$}  refused: {e}\n")),
+        }
+    }
+    if !fraction_set {
+        s.push_str("note: garbage_collection_threshold is inert here: it acts only with a memory fraction below 1 (--memory-fraction)\n");
+    }
+    s.push_str("note: backend:cudaMallocAsync's reserved bytes come from an approximate model of the driver's pool\n");
+    s
+}
