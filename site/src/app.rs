@@ -33,10 +33,19 @@ pub async fn dataset(lang: Lang) -> Result<Arc<Dataset>, String> {
     Dataset::from_json(&body).map(Arc::new).map_err(|e| format!("{url}: {e}"))
 }
 
-/// Every claim's sources with their quoted passages (`/data/evidence.json`).
-pub async fn evidence() -> Result<std::collections::BTreeMap<String, Vec<headroom_core::Source>>, String> {
-    let body = fetch_text("/data/evidence.json").await?;
-    serde_json::from_str(&body).map_err(|e| format!("/data/evidence.json: {e}"))
+/// Every claim's details in one language: note, origins, sources with passages, history
+/// (`/data/details-<lang>.json`).
+pub async fn details(lang: Lang) -> Result<std::collections::BTreeMap<String, headroom_core::ClaimDetail>, String> {
+    let url = format!("/data/details-{}.json", lang.code());
+    let body = fetch_text(&url).await?;
+    serde_json::from_str(&body).map_err(|e| format!("{url}: {e}"))
+}
+
+/// The rendered guides of one language (`/data/guides-<lang>.json`).
+pub async fn guides(lang: Lang) -> Result<Vec<headroom_core::guides::Guide>, String> {
+    let url = format!("/data/guides-{}.json", lang.code());
+    let body = fetch_text(&url).await?;
+    serde_json::from_str(&body).map_err(|e| format!("{url}: {e}"))
 }
 
 fn saved_lang() -> Option<Lang> {

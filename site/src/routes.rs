@@ -11,6 +11,7 @@ pub enum Route {
     Claim(String),
     Gpus,
     Guides,
+    Guide(String),
     Probe,
     About,
 }
@@ -25,6 +26,7 @@ impl Route {
             Route::Claim(id) => format!("claims/{id}/"),
             Route::Gpus => "gpus/".into(),
             Route::Guides => "guides/".into(),
+            Route::Guide(slug) => format!("guides/{slug}/"),
             Route::Probe => "probe/".into(),
             Route::About => "about/".into(),
         }
@@ -46,6 +48,7 @@ impl Route {
             ["claims", id] => Route::Claim(id.to_string()),
             ["gpus"] => Route::Gpus,
             ["guides"] => Route::Guides,
+            ["guides", slug] => Route::Guide(slug.to_string()),
             ["probe"] => Route::Probe,
             ["about"] => Route::About,
             _ => return None,
@@ -64,7 +67,7 @@ mod tests {
 
     #[test]
     fn paths_round_trip() {
-        for r in [Route::Home, Route::Calculator, Route::Claim("a-b.c".into()), Route::About] {
+        for r in [Route::Home, Route::Calculator, Route::Claim("a-b.c".into()), Route::Guide("oom-message".into()), Route::About] {
             for l in Lang::ALL {
                 assert_eq!(Route::parse(&r.path(l)), Some((l, r.clone())));
             }

@@ -120,7 +120,7 @@ fn nav_key(r: &Route) -> Key {
         Route::Calculator => k::NAV_CALCULATOR,
         Route::Claims | Route::Claim(_) => k::NAV_CLAIMS,
         Route::Gpus => k::NAV_GPUS,
-        Route::Guides => k::NAV_GUIDES,
+        Route::Guides | Route::Guide(_) => k::NAV_GUIDES,
         Route::Probe => k::NAV_PROBE,
         Route::About => k::NAV_ABOUT,
     }

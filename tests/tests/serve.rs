@@ -37,13 +37,17 @@ fn serves_health_the_site_and_the_data() {
     let zh = headroom_core::Dataset::from_json(&body).unwrap();
     assert_eq!(zh.claims.len(), ds.claims.len());
     assert_eq!(zh.claims[0].statement.zh, ds.claims[0].statement.zh);
-    assert!(zh.claims[0].statement.en.is_empty() && zh.claims[0].note.pt.is_empty());
-    // They leave the quoted passages out; evidence.json has them, by claim id.
-    assert!(zh.claims.iter().all(|c| c.sources.iter().all(|s| s.passage.is_empty())));
-    let (status, _, body) = get(&format!("{}/data/evidence.json", server.url));
+    assert!(zh.claims[0].statement.en.is_empty());
+    // They leave each claim's details out (note, origins, sources, history); details-<lang>.json
+    // has them, by claim id, with the quoted passages.
+    assert!(zh.claims.iter().all(|c| c.sources.is_empty() && c.history.is_empty() && c.note.zh.is_empty()));
+    let (status, _, body) = get(&format!("{}/data/details-zh.json", server.url));
     assert_eq!(status, 200);
-    let evidence: std::collections::BTreeMap<String, Vec<headroom_core::Source>> = serde_json::from_str(&body).unwrap();
-    assert_eq!(evidence[&ds.claims[0].id], ds.claims[0].sources);
+    let details: std::collections::BTreeMap<String, headroom_core::ClaimDetail> = serde_json::from_str(&body).unwrap();
+    let first = &ds.claims[0];
+    assert_eq!(details[&first.id].sources, first.sources);
+    assert_eq!(details[&first.id].note.zh, first.note.zh);
+    assert!(details[&first.id].note.en.is_empty());
 
     let (status, _, _) = get(&format!("{}/no-such-file.js", server.url));
     assert_eq!(status, 404);

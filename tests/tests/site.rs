@@ -31,6 +31,7 @@ fn every_route_in_every_language_renders_without_errors() {
     for lang in Lang::ALL {
         let mut routes = Route::NAV.to_vec();
         routes.push(Route::Claim(claim.clone()));
+        routes.push(Route::Guide("pytorch-allocator".into()));
         for r in routes {
             b.goto(&format!("{}{}", server.url, r.path(lang)));
             wait_app(&b);
@@ -101,6 +102,10 @@ fn after_one_visit_the_site_works_offline() {
     assert_eq!(b.text("main h1").unwrap(), headroom_site::ui::headline(c, Lang::It));
     // The quoted passages arrive from the cached evidence file.
     b.wait_js("return document.querySelectorAll('ol.sources blockquote').length > 0");
+    // A guide never visited: its text comes from the cached guides file.
+    b.goto(&format!("{}{}", server.url, Route::Guide("what-uses-vram".into()).path(Lang::Zh)));
+    wait_app(&b);
+    b.wait_js("return document.querySelectorAll('.guide-body a.cref').length > 5");
 }
 
 #[test]
@@ -171,7 +176,7 @@ fn screenshots_of_the_main_pages_at_phone_and_desktop_width() {
     std::fs::create_dir_all(&out).unwrap();
     let claim = some_claim();
     for lang in [Lang::En, Lang::Zh] {
-        for (name, route) in [("home", Route::Home), ("calculator", Route::Calculator), ("claim", Route::Claim(claim.clone())), ("gpus", Route::Gpus)] {
+        for (name, route) in [("home", Route::Home), ("calculator", Route::Calculator), ("claim", Route::Claim(claim.clone())), ("gpus", Route::Gpus), ("guide", Route::Guide("training".into()))] {
             for (size, (w, h)) in [("phone", (390, 844)), ("desktop", (1280, 900))] {
                 b.resize(w, h);
                 b.goto(&format!("{}{}", server.url, route.path(lang)));
@@ -182,4 +187,31 @@ fn screenshots_of_the_main_pages_at_phone_and_desktop_width() {
             }
         }
     }
+}
+
+#[test]
+fn a_guide_shows_values_with_badges_and_its_references_lead_to_the_evidence() {
+    let tmp = TempDir::new("site-guide");
+    let server = server(&tmp);
+    let b = Browser::start();
+    b.goto(&format!("{}{}", server.url, Route::Guide("pytorch-allocator".into()).path(Lang::Pt)));
+    wait_app(&b);
+    b.wait_js("return document.querySelectorAll('.guide-body a.cref .badge').length > 5");
+    // The table of contents lists the h2 headings, and its links land on them.
+    let toc = b.js("return document.querySelectorAll('nav.toc a').length").as_u64().unwrap();
+    let h2 = b.js("return document.querySelectorAll('.guide-body h2[id]').length").as_u64().unwrap();
+    assert_eq!(toc, h2);
+    assert!(toc >= 3);
+    // A value reference shows the claim's value with its verdict, and leads to the claim page.
+    let id = b.js("return document.querySelector('.guide-body a.cref').dataset.claim").as_str().unwrap().to_string();
+    let shown = b.js("return document.querySelector('.guide-body a.cref .cval').textContent").as_str().unwrap().to_string();
+    let c = loaded().dataset.claim(&id).unwrap().clone();
+    if let Some(v) = &c.value {
+        if c.verdict != headroom_core::Verdict::Contradicted {
+            assert_eq!(shown, headroom_core::format::value(v, Lang::Pt));
+        }
+    }
+    b.click(".guide-body a.cref");
+    b.wait_js(&format!("return location.pathname === '/pt/claims/{id}/' && !!document.querySelector('article.claim-page')"));
+    assert!(b.console_errors().is_empty());
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use headroom_core::{Dataset, Lang, Verdict};
 use headroom_i18n::{k, t};
+use headroom_site::pages::guides::Rendered;
 use headroom_site::pages::{description, title, Page};
 use headroom_site::routes::Route;
 use leptos::prelude::*;
@@ -54,8 +55,11 @@ fn claim_review(ds: &Dataset, lang: Lang, id: &str, url: &str) -> Option<String>
     Some(serde_json::to_string(&v).unwrap().replace("</", "<\\/"))
 }
 
-fn page_html(template: &str, lang: Lang, route: &Route, ds: &Arc<Dataset>) -> String {
-    let body = Owner::new().with(|| view! { <Page lang=lang route=route.clone() ds=ds.clone() /> }.to_html());
+fn page_html(template: &str, lang: Lang, route: &Route, ds: &Arc<Dataset>, guides: &Rendered) -> String {
+    let body = Owner::new().with(|| {
+        provide_context(guides.clone());
+        view! { <Page lang=lang route=route.clone() ds=ds.clone() /> }.to_html()
+    });
     let url = format!("{}{}", site_url(), route.path(lang));
     let title = title(lang, route, ds);
     let desc = description(lang, route, ds);
@@ -68,7 +72,7 @@ fn page_html(template: &str, lang: Lang, route: &Route, ds: &Arc<Dataset>) -> St
     for l in Lang::ALL {
         head += &format!("  <link rel=\"alternate\" hreflang=\"{}\" href=\"{}{}\" />\n", l.bcp47(), site_url(), route.path(l));
     }
-    let og_type = if matches!(route, Route::Claim(_)) { "article" } else { "website" };
+    let og_type = if matches!(route, Route::Claim(_) | Route::Guide(_)) { "article" } else { "website" };
     head += &format!(
         "  <meta property=\"og:title\" content=\"{}\" />\n  <meta property=\"og:description\" content=\"{}\" />\n  <meta property=\"og:type\" content=\"{og_type}\" />\n  <meta property=\"og:url\" content=\"{}\" />\n  <meta property=\"og:site_name\" content=\"Headroom\" />\n  <meta property=\"og:locale\" content=\"{}\" />\n  <meta name=\"twitter:card\" content=\"summary\" />\n",
         esc(&title),
@@ -128,12 +132,23 @@ fn main() {
     let template = std::fs::read_to_string(site.join("index.html")).expect("site/dist/index.html (run cargo xtask dist)");
     let mut pages = 0;
     for lang in Lang::ALL {
-        // Each language's pages render from that language's compact data, like the app.
-        let ds = Arc::new(loaded.dataset.for_lang(lang));
+        // Each language's pages render from that language's compact data, like the app, and the
+        // guides `dataset build` rendered into site/dist/data.
+        let read = |name: String| {
+            let p = site.join("data").join(name);
+            std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e} (run `dataset build` first)", p.display()))
+        };
+        // Full passages for readers without JavaScript; the guide index from the compact data.
+        let mut full = loaded.dataset.for_lang(lang);
+        full.guides = Dataset::from_json(&read(format!("{}.json", lang.code()))).expect("compact data").guides;
+        let ds = Arc::new(full);
+        let guides: Vec<headroom_core::guides::Guide> = serde_json::from_str(&read(format!("guides-{}.json", lang.code()))).expect("guides JSON");
+        let guides = Rendered(Arc::new(guides));
         let mut routes = vec![Route::Home, Route::Calculator, Route::Claims, Route::Gpus, Route::Guides, Route::Probe, Route::About];
+        routes.extend(ds.guides.iter().map(|g| Route::Guide(g.slug.clone())));
         routes.extend(ds.claims.iter().map(|c| Route::Claim(c.id.clone())));
         for r in &routes {
-            let html = page_html(&template, lang, r, &ds);
+            let html = page_html(&template, lang, r, &ds, &guides);
             write(&site.join(r.path(lang).trim_start_matches('/')).join("index.html"), &html);
             pages += 1;
         }
@@ -174,7 +189,8 @@ fn main() {
     }
     for lang in Lang::ALL {
         precache.push(format!("/data/{}.json", lang.code()));
-        precache.push("/data/evidence.json".into());
+        precache.push(format!("/data/guides-{}.json", lang.code()));
+        precache.push(format!("/data/details-{}.json", lang.code()));
         for r in Route::NAV.iter() {
             precache.push(r.path(lang));
         }

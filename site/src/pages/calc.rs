@@ -5,112 +5,12 @@ use headroom_core::fit::{fit, Fit, Workload};
 use headroom_core::{Lang, Modality};
 use headroom_i18n::{fmt, k, t, Key};
 use leptos::prelude::*;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::fmt::gib;
 use crate::ui::{term_label, ClaimRef, Data};
 
-pub type State = Map<String, Value>;
-
-/// The starting workload of each task.
-pub fn preset(kind: &str) -> State {
-    let v = match kind {
-        "training" => json!({"kind":"training","model":"llama-3.1-8b","method":"qlora","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true,"lora_rank":16}),
-        "diffusion" => json!({"kind":"diffusion","model":"flux.1-dev","precision":"fp8","width":1024,"height":1024,"batch":1,"cfg":false}),
-        _ => json!({"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"bf16","context":8192,"batch":1,"engine":"ollama"}),
-    };
-    v.as_object().cloned().unwrap()
-}
-
-/// Popular setups: (label, workload).
-pub fn presets() -> Vec<(&'static str, Value)> {
-    vec![
-        ("Llama 3.1 8B · Ollama Q4_K_M · 8k", json!({"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"bf16","context":8192,"batch":1,"engine":"ollama"})),
-        ("Qwen3 8B · transformers bf16 · 32k", json!({"kind":"llm-inference","model":"qwen3-8b","weights":"bf16","kv_cache":"bf16","context":32768,"batch":1,"engine":"transformers"})),
-        ("Qwen3 32B · vLLM AWQ · 16k × 4", json!({"kind":"llm-inference","model":"qwen3-32b","weights":"awq-int4","kv_cache":"fp8","context":16384,"batch":4,"engine":"vllm"})),
-        ("Llama 3.1 8B · QLoRA", json!({"kind":"training","model":"llama-3.1-8b","method":"qlora","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true,"lora_rank":16})),
-        ("Llama 3.2 1B · full fine-tune", json!({"kind":"training","model":"llama-3.2-1b","method":"full","precision":"mixed-bf16","optimizer":"adamw","seq":2048,"batch":4,"gradient_checkpointing":true})),
-        ("FLUX.1 dev · fp8 · 1024²", json!({"kind":"diffusion","model":"flux.1-dev","precision":"fp8","width":1024,"height":1024,"batch":1,"cfg":false})),
-        ("SDXL · fp16 · 1024²", json!({"kind":"diffusion","model":"sdxl","precision":"fp16","width":1024,"height":1024,"batch":1,"cfg":true})),
-        ("Wan 2.1 1.3B · 480p · 81 frames", json!({"kind":"diffusion","model":"wan2.1-t2v-1.3b","precision":"bf16","width":832,"height":480,"frames":81,"batch":1,"cfg":true})),
-    ]
-}
-
-fn decode(s: &str) -> String {
-    let mut out = Vec::new();
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                if let Ok(x) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                    out.push(x);
-                    i += 2;
-                } else {
-                    out.push(b'%');
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|c| match c {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (c as char).to_string(),
-            _ => format!("%{c:02X}"),
-        })
-        .collect()
-}
-
-/// `?kind=training&seq=2048&gradient_checkpointing=true` → a workload object (numbers and
-/// booleans typed). A query without `kind` starts from the LLM preset; one with only `kind`
-/// starts from that task's preset.
-pub fn parse_query(query: &str) -> State {
-    let mut m = Map::new();
-    for kv in query.trim_start_matches('?').split('&').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        let (k, v) = (decode(k), decode(v));
-        let value = match v.as_str() {
-            "true" => Value::Bool(true),
-            "false" => Value::Bool(false),
-            _ => match v.parse::<u64>() {
-                Ok(n) => json!(n),
-                Err(_) => match v.parse::<f64>() {
-                    Ok(x) if v.contains('.') => json!(x),
-                    _ => Value::String(v),
-                },
-            },
-        };
-        m.insert(k, value);
-    }
-    let kind = m.get("kind").and_then(|k| k.as_str()).unwrap_or("llm-inference").to_string();
-    if m.len() <= 1 {
-        return preset(&kind);
-    }
-    m
-}
-
-pub fn to_query(state: &State) -> String {
-    let mut keys: Vec<&String> = state.keys().collect();
-    keys.sort_by_key(|k| (k.as_str() != "kind", k.as_str() != "model", k.to_string()));
-    let parts: Vec<String> = keys
-        .into_iter()
-        .filter(|k| !state[*k].is_null())
-        .map(|k| {
-            let v = match &state[k] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            format!("{}={}", encode(k), encode(&v))
-        })
-        .collect();
-    format!("?{}", parts.join("&"))
-}
+pub use headroom_core::fit::query::{parse_query, preset, presets, to_query, State};
 
 pub fn compute(ds: &headroom_core::Dataset, state: &State) -> Result<Fit, String> {
     let w = Workload::from_value(&Value::Object(state.clone()))?;
@@ -420,27 +320,5 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
             Err(e) => view! { <p role="alert" id="calc-error">{fmt(lang, k::CALC_ERROR, &[("error", &e)])}</p> }.into_any(),
         }}
         <p><a id="share" href=share>{t(lang, k::CALC_SHARE)}</a></p>
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn query_round_trips_and_types_values() {
-        let s = preset("training");
-        let q = to_query(&s);
-        assert!(q.starts_with("?kind=training&model=llama-3.1-8b"), "{q}");
-        assert_eq!(parse_query(&q), s);
-        let p = parse_query("?kind=llm-inference&model=qwen3-8b&context=32768&all_logits=true&gpu_memory_utilization=0.85&weights=Q4_K_M");
-        assert_eq!(p["context"], json!(32768));
-        assert_eq!(p["all_logits"], json!(true));
-        assert_eq!(p["gpu_memory_utilization"], json!(0.85));
-        assert_eq!(p["weights"], json!("Q4_K_M"));
-        assert_eq!(parse_query("?kind=diffusion"), preset("diffusion"));
-        assert_eq!(parse_query(""), preset("llm-inference"));
-        assert_eq!(decode("a%2Fb+c"), "a/b c");
-        assert_eq!(encode("llama.cpp"), "llama.cpp");
     }
 }

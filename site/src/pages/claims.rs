@@ -1,6 +1,6 @@
 //! The claims list (filters), a claim page (evidence, history, cite) and the summary card.
 
-use headroom_core::{Claim, Lang, SourceKind, Verdict};
+use headroom_core::{Claim, ClaimDetail, Lang, SourceKind, Verdict};
 use headroom_i18n::{fmt, k, t};
 use leptos::prelude::*;
 
@@ -45,8 +45,10 @@ pub fn ClaimSummary(lang: Lang, claim: Claim) -> impl IntoView {
                     <dt>{t(lang, k::CLAIM_CORRECTION)}</dt>
                     <dd>{c.get(lang).to_string()}</dd>
                 })}
-                <dt>{t(lang, k::CLAIM_WHY)}</dt>
-                <dd>{claim.note.get(lang).to_string()}</dd>
+                {(!claim.note.get(lang).is_empty()).then(|| view! {
+                    <dt>{t(lang, k::CLAIM_WHY)}</dt>
+                    <dd>{claim.note.get(lang).to_string()}</dd>
+                })}
             </dl>
             <p><a href=href>{t(lang, k::CLAIM_PERMALINK)}</a></p>
         </article>
@@ -132,20 +134,19 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
     let seeds = ds.seeds.clone();
     let copied = RwSignal::new(None::<usize>);
     let cites = citations(&c, lang);
-    let measurements: Vec<_> = c.sources.iter().filter(|s| s.kind == SourceKind::Measurement).cloned().collect();
-    // The compact data the app loads has no passages; they come from the evidence file.
-    let sources = RwSignal::new(c.sources.clone());
+    // The compact data the app loads has no details (note, origins, sources, history); they come
+    // from the language's details file. The prerenderer renders from the full data.
+    let detail = RwSignal::new(ClaimDetail::present(&c).then(|| ClaimDetail::of(&c)));
     #[cfg(feature = "csr")]
-    if c.sources.iter().any(|s| s.passage.is_empty()) {
+    if detail.get_untracked().is_none() {
         let id = c.id.clone();
         leptos::task::spawn_local(async move {
-            if let Ok(mut ev) = crate::app::evidence().await {
-                if let Some(full) = ev.remove(&id) {
-                    sources.set(full);
-                }
+            if let Ok(mut all) = crate::app::details(lang).await {
+                detail.set(all.remove(&id));
             }
         });
     }
+    let note = move || detail.get().map(|d| d.note.get(lang).to_string()).unwrap_or_else(|| t(lang, k::HOME_LOADING).to_string());
     view! {
         <p><a href=Route::Claims.path(lang)>{"← "}{t(lang, k::CLAIM_BACK)}</a></p>
         <article class="claim-page" data-claim-id=c.id.clone()>
@@ -157,15 +158,15 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
                 <dd class:said=struck>{c.statement.get(lang).to_string()}</dd>
                 {c.correction.as_ref().map(|x| view! { <dt>{t(lang, k::CLAIM_CORRECTION)}</dt><dd>{x.get(lang).to_string()}</dd> })}
                 <dt>{t(lang, k::CLAIM_WHY)}</dt>
-                <dd>{c.note.get(lang).to_string()}</dd>
+                <dd>{note}</dd>
                 {c.value.as_ref().map(|v| view! { <dt>{t(lang, k::CLAIM_VALUE)}</dt><dd class="value">{crate::fmt::value(v, lang)}</dd> })}
                 {(!c.conditions.is_empty()).then(|| view! {
                     <dt>{t(lang, k::CLAIM_CONDITIONS)}</dt>
                     <dd><ul>{c.conditions.iter().map(|(k, v)| view! { <li><code>{k.clone()}</code>": "{v.clone()}</li> }).collect_view()}</ul></dd>
                 })}
-                {(!c.origins.is_empty()).then(|| view! {
+                {move || detail.get().filter(|d| !d.origins.is_empty()).map(|d| view! {
                     <dt>{t(lang, k::CLAIM_ORIGIN)}</dt>
-                    <dd><ul>{c.origins.iter().map(|o| {
+                    <dd><ul>{d.origins.iter().map(|o| {
                         let who = match (&o.seed, &o.url) {
                             (Some(f), _) => seeds.iter().find(|s| &s.file == f).map(|s| format!("{} — {}", s.title, s.publisher)).unwrap_or_else(|| fmt(lang, k::CLAIM_SEED, &[("file", f)])),
                             (None, Some(u)) => u.clone(),
@@ -177,7 +178,7 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
             </dl>
             <h2>{t(lang, k::CLAIM_SOURCES)}</h2>
             <ol class="sources">
-                {move || sources.get().iter().map(|s| {
+                {move || detail.get().map(|d| d.sources).unwrap_or_default().iter().map(|s| {
                     let title = s.title.clone();
                     let link = s.url.clone();
                     view! {
@@ -200,15 +201,17 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
                     }
                 }).collect_view()}
             </ol>
-            {(!measurements.is_empty()).then(|| view! {
+            {move || {
+                let measurements: Vec<_> = detail.get().map(|d| d.sources).unwrap_or_default().into_iter().filter(|s| s.kind == SourceKind::Measurement).collect();
+                (!measurements.is_empty()).then(|| view! {
                 <h2>{t(lang, k::CLAIM_MEASUREMENTS)}</h2>
                 <ul>{measurements.iter().map(|m| view! {
                     <li>{fmt(lang, k::CLAIM_SUBMITTERS, &[("count", &m.submitters.unwrap_or(0).to_string())])}": "{m.title.clone()}</li>
                 }).collect_view()}</ul>
-            })}
+            })}}
             <h2>{t(lang, k::CLAIM_HISTORY)}</h2>
             <ul class="history">
-                {c.history.iter().map(|h| view! {
+                {move || detail.get().map(|d| d.history).unwrap_or_default().into_iter().map(|h| view! {
                     <li>
                         {h.date.clone()}": "
                         {h.from.map(|f| view! { <VerdictBadge lang=lang verdict=f />" → " })}

@@ -3,6 +3,7 @@
 pub mod calc;
 pub mod claims;
 pub mod gpus;
+pub mod guides;
 
 use headroom_core::{Lang, Verdict};
 use headroom_i18n::{fmt, k, t};
@@ -20,6 +21,7 @@ pub fn title(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> String {
         Route::Claim(id) => ds.claim(id).map(|c| crate::ui::headline(c, lang)).unwrap_or_else(|| id.clone()),
         Route::Gpus => t(lang, k::GPUS_TITLE).to_string(),
         Route::Guides => t(lang, k::GUIDES_TITLE).to_string(),
+        Route::Guide(slug) => ds.guides.iter().find(|g| &g.slug == slug).map(|g| g.title.clone()).unwrap_or_else(|| slug.clone()),
         Route::Probe => t(lang, k::PROBE_TITLE).to_string(),
         Route::About => t(lang, k::ABOUT_TITLE).to_string(),
     };
@@ -39,6 +41,7 @@ pub fn description(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> St
             .unwrap_or_default(),
         Route::Gpus => t(lang, k::GPUS_LEAD).to_string(),
         Route::Guides => t(lang, k::GUIDES_LEAD).to_string(),
+        Route::Guide(slug) => ds.guides.iter().find(|g| &g.slug == slug).map(|g| g.summary.clone()).unwrap_or_default(),
         Route::Probe => t(lang, k::PROBE_LEAD).to_string(),
         Route::About => t(lang, k::ABOUT_LEAD).to_string(),
     }
@@ -57,7 +60,11 @@ pub fn Page(lang: Lang, route: Route, ds: Data, #[prop(optional)] query: Option<
             None => view! { <NotFoundBody lang=lang /> }.into_any(),
         },
         Route::Gpus => view! { <gpus::GpuTable lang=lang ds=ds.clone() /> }.into_any(),
-        Route::Guides => view! { <Guides lang=lang ds=ds.clone() /> }.into_any(),
+        Route::Guides => view! { <guides::GuideIndex lang=lang ds=ds.clone() /> }.into_any(),
+        Route::Guide(slug) => match ds.guides.iter().any(|g| g.slug == slug) {
+            true => view! { <guides::GuidePage lang=lang ds=ds.clone() slug=slug /> }.into_any(),
+            false => view! { <NotFoundBody lang=lang /> }.into_any(),
+        },
         Route::Probe => view! { <Probe lang=lang /> }.into_any(),
         Route::About => view! { <About lang=lang ds=ds.clone() /> }.into_any(),
     };
@@ -90,28 +97,6 @@ fn Home(lang: Lang, ds: Data) -> impl IntoView {
                 <p class="muted">{fmt(lang, k::HOME_CLAIMS_COUNT, &[("count", &ds.claims.len().to_string())])}</p>
             </section>
         })}
-    }
-}
-
-#[component]
-fn Guides(lang: Lang, ds: Data) -> impl IntoView {
-    let topics = headroom_core::check::TOPICS;
-    view! {
-        <h1>{t(lang, k::GUIDES_TITLE)}</h1>
-        <p class="lead">{t(lang, k::GUIDES_LEAD)}</p>
-        <ul class="topics">
-            {topics.into_iter().map(|topic| {
-                let n = ds.claims.iter().filter(|c| c.topic == topic).count();
-                let href = format!("{}?topic={topic}", Route::Claims.path(lang));
-                view! {
-                    <li>
-                        <a href=href>{crate::ui::topic_label(lang, topic)}</a>
-                        " "
-                        <span class="muted">{fmt(lang, k::GUIDES_TOPIC_CLAIMS, &[("count", &n.to_string())])}</span>
-                    </li>
-                }
-            }).collect_view()}
-        </ul>
     }
 }
 

@@ -129,14 +129,38 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
     let te_act = te_weights * claim_number(ds, "fit-text-encoder-working-set")? / 100.0;
     let te_on_gpu = d.text_encoders == Placement::Gpu;
 
-    let w_claims: &[&str] = &["flux-dev-weights-16bit-24gb-fp8-12gb", "checkpoint-file-size-vs-runtime-vram"];
+    // Each weights term cites the claims that compute this model's component sizes from the
+    // catalog (derivations over `params(<model>, <role>)`), then the general rule on checkpoint
+    // size vs VRAM.
+    let about = |role: &str| -> Vec<String> {
+        let pattern = format!("params({}, {role}", m.id);
+        ds.claims
+            .iter()
+            .filter(|c| c.verdict != crate::Verdict::Contradicted)
+            .filter(|c| c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains(&pattern))))
+            .take(2)
+            .map(|c| c.id.clone())
+            .collect()
+    };
+    let mut w_owned = about("denoiser");
+    if !w_owned.iter().any(|c| c == "checkpoint-file-size-vs-runtime-vram") {
+        w_owned.push("checkpoint-file-size-vs-runtime-vram".into());
+    }
+    let mut te_owned = about("text-encoder");
+    if te_owned.is_empty() {
+        te_owned.push("checkpoint-file-size-vs-runtime-vram".into());
+    }
+    let w_claims: Vec<&str> = w_owned.iter().map(String::as_str).collect();
+    let w_claims = w_claims.as_slice();
+    let te_claims: Vec<&str> = te_owned.iter().map(String::as_str).collect();
+    let te_claims = te_claims.as_slice();
     match d.component {
         Component::Denoiser => {
             b.add("weights", den_resident, w_claims);
             b.add("activations", den_act, den_claims);
         }
         Component::TextEncoder => {
-            b.add("text-encoder-weights", te_weights, &["flux-t5xxl-16bit-9.5gb-fp8-5gb"]);
+            b.add("text-encoder-weights", te_weights, te_claims);
             b.add("activations", te_act, &["fit-text-encoder-working-set"]);
         }
         Component::VaeDecode => {
@@ -155,7 +179,7 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
                 Offload::None => {
                     b.add("weights", all_denoisers, w_claims);
                     if te_on_gpu {
-                        b.add("text-encoder-weights", te_weights, &["flux-t5xxl-16bit-9.5gb-fp8-5gb"]);
+                        b.add("text-encoder-weights", te_weights, te_claims);
                     }
                     b.add("vae-weights", vae_weights, &["fit-vae-decode-working-set"]);
                     let (act, claims) = [(den_act, den_claims), (vae_act, vae_claims), (if te_on_gpu { te_act } else { 0.0 }, &["fit-text-encoder-working-set"][..])]
@@ -182,7 +206,7 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
                             b.add("activations", vae_act, vae_claims);
                         }
                         _ => {
-                            b.add("text-encoder-weights", te_weights, &["flux-t5xxl-16bit-9.5gb-fp8-5gb"]);
+                            b.add("text-encoder-weights", te_weights, te_claims);
                             b.add("activations", te_act, &["fit-text-encoder-working-set"]);
                         }
                     }

@@ -8,6 +8,7 @@
 
 pub mod accuracy;
 pub mod diffusion;
+pub mod query;
 mod llm;
 mod training;
 pub mod workload;
