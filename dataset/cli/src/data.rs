@@ -21,38 +21,52 @@ pub fn load_checked(dir: &Path) -> Result<Loaded, String> {
     })
 }
 
-pub fn check(dir: &Path) -> Result<(), String> {
+pub fn check(dir: &Path, i18n: &Path) -> Result<(), String> {
     let loaded = load_checked(dir)?;
     let d = &loaded.dataset;
+    let guides = crate::guides::render_all(d, i18n)?;
     println!(
-        "dataset check: OK: {} claims, {} GPUs, {} LLMs, {} diffusion models, {} quantization formats, {} tools, {} seeds",
+        "dataset check: OK: {} claims, {} GPUs, {} LLMs, {} diffusion models, {} quantization formats, {} tools, {} seeds, {} measurement aggregates",
         d.claims.len(),
         d.gpus.len(),
         d.llms.len(),
         d.diffusion.len(),
         d.quant.len(),
         d.tools.len(),
-        d.seeds.len()
+        d.seeds.len(),
+        d.measurements.len()
     );
+    let n: usize = guides.iter().map(|(_, g)| g.len()).sum();
+    let refs: usize = guides.iter().flat_map(|(_, g)| g.iter().map(|x| x.claims.len())).sum();
+    println!("dataset check: OK: {n} guides in {} languages, {refs} claim references resolved", guides.len());
     Ok(())
 }
 
-pub fn build(dir: &Path, out: &Path) -> Result<(), String> {
+pub fn build(dir: &Path, i18n: &Path, out: &Path) -> Result<(), String> {
     let loaded = load_checked(dir)?;
+    let guides = crate::guides::render_all(&loaded.dataset, i18n)?;
     let data_dir = out.join("data");
     std::fs::create_dir_all(&data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
     let path = data_dir.join("dataset.json");
     std::fs::write(&path, loaded.dataset.to_json()).map_err(|e| format!("{}: {e}", path.display()))?;
-    // One compact file per language: what the app loads.
+    // Per language: the compact data every page loads, the claims' details (claim pages) and the
+    // rendered guides (guide pages).
+    let write = |name: String, text: String| {
+        let p = data_dir.join(name);
+        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))
+    };
     for lang in headroom_core::Lang::ALL {
-        let p = data_dir.join(format!("{}.json", lang.code()));
-        std::fs::write(&p, loaded.dataset.for_lang(lang).without_passages().to_json()).map_err(|e| format!("{}: {e}", p.display()))?;
+        let full = loaded.dataset.for_lang(lang);
+        let mut compact = full.compact();
+        compact.guides = guides.iter().find(|(l, _)| *l == lang).map(|(_, g)| g.iter().map(|x| x.summary()).collect()).unwrap_or_default();
+        write(format!("{}.json", lang.code()), compact.to_json())?;
+        write(format!("details-{}.json", lang.code()), serde_json::to_string(&full.details()).expect("details serialize"))?;
     }
-    let p = data_dir.join("evidence.json");
-    let evidence = serde_json::to_string(&loaded.dataset.evidence()).expect("evidence serializes");
-    std::fs::write(&p, evidence).map_err(|e| format!("{}: {e}", p.display()))?;
+    for (lang, g) in &guides {
+        write(format!("guides-{}.json", lang.code()), serde_json::to_string(g).expect("guides serialize"))?;
+    }
     println!(
-        "dataset build: {} claims -> {} (all languages), {}/{{pt,es,zh,it,en}}.json (without passages) and evidence.json",
+        "dataset build: {} claims -> {} (all languages); per language in {}: <lang>.json (compact), details-<lang>.json, guides-<lang>.json",
         loaded.dataset.claims.len(),
         path.display(),
         data_dir.display()

@@ -1,6 +1,9 @@
 //! `dataset`: validate the data files, build the site's data, serve the site and the API.
 
 mod data;
+mod guides;
+mod ingest;
+mod review;
 mod serve;
 mod store;
 
@@ -24,11 +27,16 @@ enum Command {
         /// The data directory (holds claims/).
         #[arg(long, default_value_os_t = data::default_data_dir())]
         data: PathBuf,
+        /// The i18n directory (holds <lang>/guides/*.md and guides.toml).
+        #[arg(long, default_value_os_t = guides::default_i18n_dir())]
+        i18n: PathBuf,
     },
     /// Write the built data (data/dataset.json) into the site directory.
     Build {
         #[arg(long, default_value_os_t = data::default_data_dir())]
         data: PathBuf,
+        #[arg(long, default_value_os_t = guides::default_i18n_dir())]
+        i18n: PathBuf,
         /// The site output directory (the JSON goes to OUT/data/).
         #[arg(long, default_value_os_t = serve::default_site_dir())]
         out: PathBuf,
@@ -60,7 +68,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Serve the built site and the API on a local address.
+    /// Serve the built site and the API (POST /api/v1/submissions and more; dataset/openapi.json).
     Serve {
         /// Address to listen on (port 0 picks a free one).
         #[arg(long, default_value = "127.0.0.1:8080")]
@@ -71,18 +79,61 @@ enum Command {
         /// The built site (from `cargo xtask dist`).
         #[arg(long, default_value_os_t = serve::default_site_dir())]
         site: PathBuf,
+        /// The data directory (submissions are checked against its GPU catalog).
+        #[arg(long, default_value_os_t = data::default_data_dir())]
+        data: PathBuf,
+        /// Submissions per minute per client address (IPv6: per /64); 0 turns the limit off.
+        #[arg(long, default_value_t = 30)]
+        rate_limit: u32,
+        /// Submissions a client may send at once before the per-minute rate applies.
+        #[arg(long, default_value_t = 10)]
+        rate_burst: u32,
+    },
+    /// List pending submissions, or accept or reject one.
+    Review {
+        /// SQLite database file of `dataset serve`.
+        #[arg(long, default_value_os_t = store::default_db_path())]
+        db: PathBuf,
+        /// The data directory (its GPU catalog names the GPUs in the list).
+        #[arg(long, default_value_os_t = data::default_data_dir())]
+        data: PathBuf,
+        /// Accept the submission with this id (it then counts in `dataset aggregate`).
+        #[arg(long, value_name = "ID", conflicts_with = "reject")]
+        accept: Option<String>,
+        /// Reject the submission with this id (needs --reason).
+        #[arg(long, value_name = "ID", requires = "reason")]
+        reject: Option<String>,
+        /// Why it is rejected (returned to the submitter by the API).
+        #[arg(long, value_name = "TEXT", requires = "reject")]
+        reason: Option<String>,
+        /// Print the pending submissions as JSON (private fields left out).
+        #[arg(long, conflicts_with_all = ["accept", "reject"])]
+        json: bool,
+    },
+    /// Aggregate accepted submissions into data/measurements/aggregates.toml (per GPU and measurement).
+    Aggregate {
+        #[arg(long, default_value_os_t = store::default_db_path())]
+        db: PathBuf,
+        #[arg(long, default_value_os_t = data::default_data_dir())]
+        data: PathBuf,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check { data } => data::check(&data),
-        Command::Build { data, out } => data::build(&data, &out),
+        Command::Check { data, i18n } => data::check(&data, &i18n),
+        Command::Build { data, i18n, out } => data::build(&data, &i18n, &out),
         Command::Claims { data, json } => data::claims(&data, json),
         Command::Fit { input, data } => data::fit(&data, &input),
         Command::Accuracy { data, measurements, json } => data::accuracy(&data, &measurements, json),
-        Command::Serve { addr, db, site } => serve::run(addr, &db, &site),
+        Command::Serve { addr, db, site, data, rate_limit, rate_burst } => {
+            serve::run(serve::Options { addr, db, site, data, rate_limit, rate_burst })
+        }
+        Command::Review { db, data, accept, reject, reason, json } => {
+            review::review(&db, &data, accept.as_deref(), reject.as_deref(), reason.as_deref(), json)
+        }
+        Command::Aggregate { db, data } => review::aggregate(&db, &data),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

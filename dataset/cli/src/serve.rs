@@ -1,18 +1,29 @@
 //! `dataset serve`: the built static site plus the JSON API, on one local address.
+//!
+//! The API is public (anyone can post to it): every request body is size-limited and validated by
+//! the pure core (`headroom_core::report`), every answer is JSON with a stable `error` code and a
+//! human message, nothing internal (SQL, panics, paths) reaches a client. Documented in
+//! `dataset/openapi.json`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::http::{header, StatusCode, Uri};
+use axum::body::Body;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::middleware::{from_fn, from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
-use serde_json::json;
+use axum::routing::{get, post, MethodRouter};
+use axum::Router;
+use headroom_core::report::{self, Rejection};
+use headroom_core::Gpu;
+use serde_json::{json, Value};
 use tower_http::services::ServeDir;
 
-use crate::store::{Sqlite, Store};
+use crate::ingest::{self, RateLimiter};
+use crate::store::{Inserted, NewSubmission, Sqlite, Store, StoreError};
 
 pub fn default_site_dir() -> PathBuf {
     std::env::var_os("HEADROOM_SITE")
@@ -20,33 +31,328 @@ pub fn default_site_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../site/dist"))
 }
 
+/// Every API route, as (method, path under `/api/v1`). The router is built from this table and a
+/// test holds it equal to the paths and operations of `dataset/openapi.json`.
+pub const API_ROUTES: &[(&str, &str)] = &[("GET", "/health"), ("POST", "/submissions"), ("GET", "/submissions/{id}")];
+
+/// Every `error` code the API answers with, and its HTTP status (all documented in the OpenAPI
+/// file).
+pub const ERROR_CODES: &[(&str, u16)] = &[
+    ("invalid_json", 400),
+    ("unreadable_body", 400),
+    ("not_found", 404),
+    ("method_not_allowed", 405),
+    ("request_timeout", 408),
+    ("payload_too_large", 413),
+    ("unsupported_media_type", 415),
+    ("unsupported_schema_version", 422),
+    ("invalid_report", 422),
+    ("implausible_value", 422),
+    ("rate_limited", 429),
+    ("internal", 500),
+    ("database_unavailable", 503),
+];
+
+/// A request (body included) that takes longer than this gets 408.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A client that has not sent a request's headers within this time (or sits idle on a kept-alive
+/// connection for as long) is disconnected.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections served at once; further ones wait in the listen queue (below the usual limit of
+/// 1024 open files).
+const MAX_CONNECTIONS: usize = 900;
+
+/// Bodies up to this size are checked on the async worker; larger ones on the blocking pool.
+const INLINE_CHECK_BYTES: usize = 32 * 1024;
+
+/// A body this much over the limit is still read (and thrown away) so that the client sees the
+/// 413 rather than a reset connection; beyond it the connection is closed.
+const DRAIN_MAX: usize = 4 << 20;
+
 #[derive(Clone)]
 struct AppState {
     store: Arc<dyn Store>,
     index_html: Arc<String>,
+    gpus: Arc<Vec<Gpu>>,
+    limiter: Arc<RateLimiter>,
+}
+
+/// Server settings (`dataset serve` flags).
+pub struct Options {
+    pub addr: SocketAddr,
+    pub db: PathBuf,
+    pub site: PathBuf,
+    pub data: PathBuf,
+    /// Submissions per minute per client address; 0 turns the limit off.
+    pub rate_limit: u32,
+    /// Submissions a client may send at once before the rate applies.
+    pub rate_burst: u32,
+}
+
+/// A line on standard error (never standard output: whoever started the server may have stopped
+/// reading it after the address line).
+fn log(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "dataset serve: {message}");
+}
+
+/// A JSON answer. `<`, `>` and `&` are written as `\u003c`, `\u003e`, `\u0026` (the same JSON to
+/// any parser) so that submitted text stays inert even where a client mistakes the body for HTML.
+fn json_response(status: StatusCode, v: &Value) -> Response {
+    let mut text = v.to_string();
+    if text.contains(['<', '>', '&']) {
+        text = text.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
+    }
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], text).into_response()
+}
+
+/// Whether `code` with `status` is one of the documented [`ERROR_CODES`] (checked in debug builds,
+/// which the end-to-end tests run).
+fn documented(status: StatusCode, code: &str) -> bool {
+    ERROR_CODES.iter().any(|(c, s)| *c == code && *s == status.as_u16())
 }
 
 /// A JSON error with a stable code and a human message; nothing internal leaks.
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    (status, Json(json!({ "error": code, "message": message }))).into_response()
+    debug_assert!(documented(status, code), "undocumented error {status} {code}");
+    json_response(status, &json!({ "error": code, "message": message }))
+}
+
+fn internal() -> Response {
+    error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the server failed to handle the request; it has been logged")
+}
+
+fn unavailable() -> Response {
+    error(StatusCode::SERVICE_UNAVAILABLE, "database_unavailable", "the database is not answering; try again later")
 }
 
 async fn health(State(state): State<AppState>) -> Response {
     let store = state.store.clone();
     match tokio::task::spawn_blocking(move || store.health()).await {
-        Ok(Ok(submissions)) => Json(json!({
-            "status": "ok",
-            "version": env!("CARGO_PKG_VERSION"),
-            "database": "ok",
-            "submissions": submissions,
-        }))
-        .into_response(),
-        _ => error(StatusCode::SERVICE_UNAVAILABLE, "database_unavailable", "the database is not answering"),
+        Ok(Ok(submissions)) => json_response(
+            StatusCode::OK,
+            &json!({
+                "status": "ok",
+                "version": env!("CARGO_PKG_VERSION"),
+                "database": "ok",
+                "submissions": submissions,
+            }),
+        ),
+        Ok(Err(e)) => {
+            log(&format!("health: {e}"));
+            unavailable()
+        }
+        Err(_) => internal(),
     }
 }
 
+enum BodyError {
+    TooLarge,
+    Unreadable,
+}
+
+/// Reads at most `limit` bytes of body; a larger body is drained (up to [`DRAIN_MAX`]) and refused.
+async fn read_limited(mut body: Body, limit: usize) -> Result<Vec<u8>, BodyError> {
+    use http_body_util::BodyExt;
+    let mut buf = Vec::new();
+    let mut over = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| BodyError::Unreadable)?;
+        let Ok(data) = frame.into_data() else { continue };
+        if over > 0 || buf.len() + data.len() > limit {
+            over += data.len();
+            if over > DRAIN_MAX {
+                break;
+            }
+        } else {
+            buf.extend_from_slice(&data);
+        }
+    }
+    if over > 0 { Err(BodyError::TooLarge) } else { Ok(buf) }
+}
+
+fn too_large() -> Response {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        &format!("the body is larger than {} KiB", report::MAX_BODY_BYTES / 1024),
+    )
+}
+
+/// `POST /api/v1/submissions`.
+async fn submit(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
+        let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
+        let mime = ct.split(';').next().unwrap_or("").trim().to_string();
+        if mime != "application/json" && !mime.ends_with("+json") {
+            return error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the report as JSON with Content-Type: application/json",
+            );
+        }
+    }
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > (report::MAX_BODY_BYTES + DRAIN_MAX) as u64) {
+        let mut r = too_large();
+        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return r;
+    }
+    let bytes = match read_limited(body, report::MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => return too_large(),
+        Err(BodyError::Unreadable) => return error(StatusCode::BAD_REQUEST, "unreadable_body", "the request body could not be read"),
+    };
+    // Checking a small report takes microseconds and is done here; a large one (up to the 256 KiB
+    // limit) goes to the blocking pool so that it cannot hold up other requests.
+    let gpus = state.gpus.clone();
+    let checked = if bytes.len() <= INLINE_CHECK_BYTES {
+        Ok(report::check_submission(&bytes, &gpus))
+    } else {
+        tokio::task::spawn_blocking(move || report::check_submission(&bytes, &gpus)).await
+    };
+    let outcome: Result<Result<Result<Inserted, Rejection>, StoreError>, String> = match checked {
+        Err(e) => Err(e.to_string()),
+        Ok(Err(rejection)) => Ok(Ok(Err(rejection))),
+        Ok(Ok(checked)) => match ingest::new_id() {
+            Err(e) => Ok(Err(StoreError(e))),
+            Ok(id) => {
+                let new = NewSubmission {
+                    id,
+                    content_hash: ingest::content_hash(&checked.canonical),
+                    received_at: ingest::now_rfc3339(),
+                    document: checked.canonical,
+                };
+                // Answered by the database writer once the commit holding the row is on disk.
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                state.store.insert_or_get_then(
+                    new,
+                    Box::new(move |r| {
+                        let _ = tx.send(r);
+                    }),
+                );
+                match rx.await {
+                    Ok(r) => Ok(r.map(Ok)),
+                    Err(_) => Ok(Err(StoreError("the database writer dropped the request".into()))),
+                }
+            }
+        },
+    };
+    match outcome {
+        Ok(Ok(Ok(Inserted { id, created, status }))) => {
+            let url = format!("/api/v1/submissions/{id}");
+            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+            let mut r = json_response(code, &json!({ "id": id, "status": status.code(), "duplicate": !created, "url": url }));
+            if let Ok(v) = HeaderValue::from_str(&url) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            r
+        }
+        Ok(Ok(Err(rejection))) => {
+            let status = match rejection {
+                Rejection::Json(_) => StatusCode::BAD_REQUEST,
+                _ => StatusCode::UNPROCESSABLE_ENTITY,
+            };
+            debug_assert!(documented(status, rejection.code()), "undocumented rejection {status} {}", rejection.code());
+            json_response(
+                status,
+                &json!({
+                    "error": rejection.code(),
+                    "message": rejection.message(),
+                    "fields": rejection.fields(),
+                    "problems": rejection.problems(),
+                }),
+            )
+        }
+        Ok(Err(e)) => {
+            log(&format!("storing a submission: {e}"));
+            unavailable()
+        }
+        Err(e) => {
+            log(&format!("submission task failed: {e}"));
+            internal()
+        }
+    }
+}
+
+/// `GET /api/v1/submissions/{id}`: status and the stored document without its private fields.
+async fn submission(State(state): State<AppState>, uri: Uri) -> Response {
+    let id = uri.path().rsplit('/').next().unwrap_or("").to_string();
+    let not_found = || error(StatusCode::NOT_FOUND, "not_found", "no submission with this id");
+    if !ingest::is_id(&id) {
+        return not_found();
+    }
+    let store = state.store.clone();
+    match tokio::task::spawn_blocking(move || store.get(&id)).await {
+        Ok(Ok(Some(s))) => {
+            let document = match serde_json::from_str::<Value>(&s.document) {
+                Ok(v) => report::public_document(&v),
+                Err(e) => {
+                    log(&format!("submission {}: stored document does not parse: {e}", s.id));
+                    return internal();
+                }
+            };
+            json_response(
+                StatusCode::OK,
+                &json!({
+                    "id": s.id,
+                    "status": s.status.code(),
+                    "received_at": s.received_at,
+                    "reviewed_at": s.reviewed_at,
+                    "reason": s.reason,
+                    "document": document,
+                }),
+            )
+        }
+        Ok(Ok(None)) => not_found(),
+        Ok(Err(e)) => {
+            log(&format!("reading a submission: {e}"));
+            unavailable()
+        }
+        Err(_) => internal(),
+    }
+}
+
+/// Per-client token bucket in front of the submission endpoint (before the body is read).
+async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let ip = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    match state.limiter.check(ip, Instant::now()) {
+        Ok(()) => next.run(req).await,
+        Err(seconds) => {
+            let mut r = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                &format!("too many submissions from this address; try again in {seconds} s"),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            r
+        }
+    }
+}
+
+/// Every API answer: a deadline, and never cached.
+async fn api_guard(req: Request, next: Next) -> Response {
+    let mut r = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => error(StatusCode::REQUEST_TIMEOUT, "request_timeout", "the request took too long"),
+    };
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
 async fn api_not_found(uri: Uri) -> Response {
-    error(StatusCode::NOT_FOUND, "not_found", &format!("no API endpoint at {}", uri.path()))
+    let path: String = uri.path().chars().take(200).collect();
+    error(StatusCode::NOT_FOUND, "not_found", &format!("no API endpoint at {path}"))
+}
+
+async fn method_not_allowed() -> Response {
+    error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this endpoint does not take that method")
 }
 
 /// Paths that are not files: client-side routes, answered with the app shell. Paths that look like
@@ -60,39 +366,207 @@ async fn app_shell(State(state): State<AppState>, uri: Uri) -> Response {
         .into_response()
 }
 
-pub fn router(store: Arc<dyn Store>, site: &Path) -> Result<Router, String> {
+fn api_route(method: &str, path: &str, state: &AppState) -> MethodRouter<AppState> {
+    match (method, path) {
+        ("GET", "/health") => get(health),
+        ("POST", "/submissions") => post(submit)
+            // The handler reads the body itself, with the API's own limit and error.
+            .layer(DefaultBodyLimit::disable())
+            .layer(from_fn_with_state(state.clone(), rate_limit)),
+        ("GET", "/submissions/{id}") => get(submission),
+        _ => unreachable!("API_ROUTES and api_route disagree on {method} {path}"),
+    }
+}
+
+fn router_with(state: AppState, site: &Path) -> Router {
+    let mut api = Router::new();
+    for (method, path) in API_ROUTES {
+        api = api.route(path, api_route(method, path, &state));
+    }
+    let api = api.fallback(api_not_found).method_not_allowed_fallback(method_not_allowed).layer(from_fn(api_guard));
+    // `cargo xtask dist` writes .br and .gz next to each file; those go out when accepted.
+    let static_files =
+        ServeDir::new(site).precompressed_br().precompressed_gzip().fallback(get(app_shell).with_state(state.clone()));
+    Router::new()
+        .nest("/api/v1", api)
+        .fallback_service(static_files)
+        // Whatever else is compressible goes out brotli- or gzip-compressed when accepted.
+        .layer(tower_http::compression::CompressionLayer::new())
+        .layer(tower_http::set_header::SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| internal()))
+        .with_state(state)
+}
+
+pub fn router(store: Arc<dyn Store>, site: &Path, gpus: Vec<Gpu>, limiter: RateLimiter) -> Result<Router, String> {
     let index = site.join("index.html");
     let index_html = std::fs::read_to_string(&index).map_err(|e| {
         format!("{}: {e} (build the site first: `cargo xtask dist`)", index.display())
     })?;
-    let state = AppState { store, index_html: Arc::new(index_html) };
-    let api = Router::new().route("/health", get(health)).fallback(api_not_found);
-    // `cargo xtask dist` writes .br and .gz next to each file; those go out when accepted.
-    let static_files =
-        ServeDir::new(site).precompressed_br().precompressed_gzip().fallback(get(app_shell).with_state(state.clone()));
-    // Static files go out brotli- or gzip-compressed when the client accepts it.
-    Ok(Router::new()
-        .nest("/api/v1", api)
-        .fallback_service(static_files)
-        .layer(tower_http::compression::CompressionLayer::new())
-        .with_state(state))
+    let state = AppState { store, index_html: Arc::new(index_html), gpus: Arc::new(gpus), limiter: Arc::new(limiter) };
+    Ok(router_with(state, site))
 }
 
-pub fn run(addr: SocketAddr, db: &Path, site: &Path) -> Result<(), String> {
-    let store: Arc<dyn Store> = Arc::new(Sqlite::open(db)?);
-    let app = router(store, site)?;
+/// The GPU catalog the plausibility checks use (only `catalog/gpus.toml` is read, so a problem
+/// elsewhere in the data does not stop the server).
+pub fn load_gpus(data: &Path) -> Result<Vec<Gpu>, String> {
+    let path = data.join("catalog/gpus.toml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e} (pass --data DIR)", path.display()))?;
+    headroom_core::load::load(&[("catalog/gpus.toml".to_string(), text)])
+        .map(|l| l.dataset.gpus)
+        .map_err(|problems| format!("{}: {}", path.display(), problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; ")))
+}
+
+async fn shutdown() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+pub fn run(o: Options) -> Result<(), String> {
+    let gpus = load_gpus(&o.data)?;
+    let store: Arc<dyn Store> = Arc::new(Sqlite::open(&o.db)?);
+    let app = router(store, &o.site, gpus, RateLimiter::new(o.rate_limit, o.rate_burst))?;
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    let (addr, site, db) = (o.addr, o.site, o.db);
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
         println!("Headroom is serving {} on http://{local}/ (database: {})", site.display(), db.display());
         use std::io::Write;
         let _ = std::io::stdout().flush();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .map_err(|e| e.to_string())
+        let limit = if o.rate_limit == 0 { "off".to_string() } else { format!("{} a minute, burst {}", o.rate_limit, o.rate_burst) };
+        log(&format!("submissions rate limit per client address: {limit}"));
+        serve_connections(listener, app, shutdown()).await;
+        Ok(())
     })
+}
+
+/// Accepts connections and serves HTTP/1.1 on each, with a header-read timeout (slow or idle
+/// clients cannot hold connections open) and at most [`MAX_CONNECTIONS`] at once. On `shutdown`
+/// it stops accepting and lets requests in flight finish (at most 10 s).
+async fn serve_connections(listener: tokio::net::TcpListener, app: Router, shutdown: impl std::future::Future<Output = ()>) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            _ = &mut shutdown => break,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little rather than spin.
+                    log(&format!("accept: {e}"));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(ConnectInfo(peer));
+            tower::ServiceExt::oneshot(app.clone(), req.map(Body::new))
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
+            .serve_connection(TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {},
+        _ = tokio::time::sleep(Duration::from_secs(10)) => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPENAPI: &str = include_str!("../../openapi.json");
+
+    #[test]
+    fn the_openapi_file_documents_exactly_the_routes_the_router_serves() {
+        let doc: Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
+        assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.1")));
+        let mut documented = Vec::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            let path = path.strip_prefix("/api/v1").unwrap_or_else(|| panic!("{path} is not under /api/v1"));
+            for method in item.as_object().unwrap().keys() {
+                if ["get", "post", "put", "patch", "delete", "head", "options"].contains(&method.as_str()) {
+                    documented.push((method.to_uppercase(), path.to_string()));
+                }
+            }
+        }
+        let mut served: Vec<(String, String)> = API_ROUTES.iter().map(|(m, p)| (m.to_string(), p.to_string())).collect();
+        documented.sort();
+        served.sort();
+        assert_eq!(documented, served);
+    }
+
+    #[test]
+    fn the_openapi_file_documents_every_error_code() {
+        let doc: Value = serde_json::from_str(OPENAPI).unwrap();
+        let codes: Vec<&str> = doc["components"]["schemas"]["Error"]["properties"]["error"]["enum"]
+            .as_array()
+            .expect("Error.error enum")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let mut expected: Vec<&str> = ERROR_CODES.iter().map(|(c, _)| *c).collect();
+        let mut got = codes.clone();
+        expected.sort();
+        got.sort();
+        assert_eq!(got, expected);
+        // Every status an error code uses is a documented response of some operation.
+        let text = doc["paths"].to_string();
+        for (code, status) in ERROR_CODES {
+            assert!(text.contains(&format!("\"{status}\"")), "{code}: no operation documents HTTP {status}");
+        }
+    }
+
+    #[test]
+    fn json_answers_escape_markup() {
+        let r = json_response(StatusCode::OK, &json!({"name": "<script>alert(1)</script> & co"}));
+        let body = futures_body(r);
+        assert!(!body.contains('<') && !body.contains('>') && !body.contains('&'), "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["name"], "<script>alert(1)</script> & co");
+    }
+
+    fn futures_body(r: Response) -> String {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            use http_body_util::BodyExt;
+            String::from_utf8(r.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
+        })
+    }
 }

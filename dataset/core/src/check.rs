@@ -40,11 +40,37 @@ pub const TOPICS: [&str; 8] =
     ["allocator", "oom-message", "diagnostics", "diffusion", "video", "llm-inference", "training", "hardware"];
 
 /// Units a value or a derivation may have (KB…TB decimal, KiB…TiB binary).
-pub const UNITS: [&str; 31] = [
+pub const UNITS: [&str; 32] = [
     "B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "GB/s", "TB/s", "bit", "bits/weight", "bytes/param",
-    "params", "tokens", "layers", "blocks", "frames", "px", "%", "x", "fraction", "ms", "s", "min", "steps", "images",
-    "EUR/h", "version", "count",
+    "params", "tokens", "layers", "blocks", "frames", "px", "%", "x", "fraction", "us", "ms", "s", "min", "steps",
+    "images", "EUR/h", "version", "count",
 ];
+
+/// Default relative tolerance between an aggregate's median and the claim's value.
+pub const MEASUREMENT_TOLERANCE: f64 = 0.05;
+
+/// A unit's dimension and its factor to the dimension's base (bytes, GB/s, µs); None for units
+/// that do not convert.
+pub fn unit_scale(unit: &str) -> Option<(&'static str, f64)> {
+    Some(match unit {
+        "B" => ("bytes", 1.0),
+        "KB" => ("bytes", 1e3),
+        "MB" => ("bytes", 1e6),
+        "GB" => ("bytes", 1e9),
+        "TB" => ("bytes", 1e12),
+        "KiB" => ("bytes", 1024.0),
+        "MiB" => ("bytes", 1024.0 * 1024.0),
+        "GiB" => ("bytes", 1024.0 * 1024.0 * 1024.0),
+        "TiB" => ("bytes", 1024.0 * 1024.0 * 1024.0 * 1024.0),
+        "GB/s" => ("bandwidth", 1.0),
+        "TB/s" => ("bandwidth", 1000.0),
+        "us" => ("time", 1.0),
+        "ms" => ("time", 1e3),
+        "s" => ("time", 1e6),
+        "min" => ("time", 6e7),
+        _ => return None,
+    })
+}
 
 /// Default relative tolerance of a derivation.
 pub const DERIVATION_TOLERANCE: f64 = 0.005;
@@ -59,12 +85,54 @@ pub fn check(dataset: &Dataset, file_of: &BTreeMap<String, String>) -> Vec<Probl
     let file = |kind: &str, id: &str| file_of.get(&format!("{kind}:{id}")).cloned().unwrap_or_else(|| "?".into());
     for claim in &dataset.claims {
         let f = file("claim", &claim.id);
-        for message in check_claim(claim).into_iter().chain(check_claim_refs(claim, dataset)) {
+        for message in check_claim(claim, dataset).into_iter().chain(check_claim_refs(claim, dataset)) {
             problems.push(Problem::new(&f, Some(&claim.id), message));
         }
     }
     crate::catalog_check::check_catalogs(dataset, &file, &mut problems);
+    check_aggregates(dataset, &file, &mut problems);
     problems
+}
+
+/// The aggregated measurements: known GPU and measurement, the measurement's unit, counts and
+/// statistics that can be true together.
+fn check_aggregates(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problems: &mut Vec<Problem>) {
+    for a in &ds.measurements {
+        let key = a.key();
+        let mut m = Vec::new();
+        if ds.gpu(&a.gpu).is_none() {
+            m.push(format!("no GPU `{}` in the catalog", a.gpu));
+        }
+        match crate::report::measurement_kind(&a.measurement) {
+            None => m.push(format!(
+                "unknown measurement `{}` (known: {})",
+                a.measurement,
+                crate::report::MEASUREMENTS.iter().map(|k| k.id).collect::<Vec<_>>().join(", ")
+            )),
+            Some(k) if k.unit != a.unit => m.push(format!("unit `{}` but {} is measured in {}", a.unit, a.measurement, k.unit)),
+            Some(_) => {}
+        }
+        if a.count == 0 {
+            m.push("count is 0".into());
+        }
+        if a.submitters == 0 || a.submitters > a.count {
+            m.push(format!("submitters {} must be between 1 and count ({})", a.submitters, a.count));
+        }
+        if !(a.min.is_finite() && a.median.is_finite() && a.max.is_finite() && a.min <= a.median && a.median <= a.max) {
+            m.push(format!("min {} ≤ median {} ≤ max {} does not hold", a.min, a.median, a.max));
+        }
+        if a.min < 0.0 {
+            m.push("negative values".into());
+        }
+        let version_ok = |v: &String| v.split('.').count() == 3 && v.split('.').all(|x| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit()));
+        if a.probe_versions.is_empty() || !a.probe_versions.iter().all(version_ok) {
+            m.push("probe_versions must list the probe versions (x.y.z) of the reports".into());
+        }
+        let f = file("aggregate", &key);
+        for message in m {
+            problems.push(Problem::of(&f, "aggregate", Some(&key), message));
+        }
+    }
 }
 
 fn is_date(s: &str) -> bool {
@@ -81,7 +149,7 @@ fn blank_languages(text: &Text) -> Vec<&'static str> {
     Lang::ALL.into_iter().filter(|l| text.get(*l).trim().is_empty()).map(Lang::code).collect()
 }
 
-fn check_claim(c: &Claim) -> Vec<String> {
+fn check_claim(c: &Claim, ds: &Dataset) -> Vec<String> {
     let mut out = Vec::new();
     if c.id.is_empty()
         || !c.id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
@@ -134,7 +202,7 @@ fn check_claim(c: &Claim) -> Vec<String> {
     for (i, s) in c.sources.iter().enumerate() {
         out.extend(check_source(s).into_iter().map(|m| format!("sources[{i}] ({}): {m}", s.kind.code())));
     }
-    out.extend(verdict_rules(c));
+    out.extend(verdict_rules(c, ds));
     out
 }
 
@@ -165,10 +233,14 @@ pub fn check_source(s: &Source) -> Vec<String> {
     if s.kind == SourceKind::SourceCode && s.version.as_deref().is_none_or(|v| v.trim().is_empty()) {
         out.push("source code needs the pinned `version` (tag or commit) it was read at".to_string());
     }
-    if s.kind == SourceKind::Measurement && s.submitters.is_none() {
-        out.push("measurement needs `submitters` (independent submitters counted)".to_string());
+    if s.kind == SourceKind::Measurement && s.submitters.is_none() && s.aggregate.is_none() {
+        out.push("measurement needs `submitters` (independent submitters counted) or `aggregate`".to_string());
     }
-    let derivation_fields = s.compute.is_some() || s.expect.is_some() || s.unit.is_some() || s.tolerance.is_some();
+    if s.aggregate.is_some() && s.kind != SourceKind::Measurement {
+        out.push("`aggregate` belongs to measurement sources only".to_string());
+    }
+    let derivation_fields =
+        s.compute.is_some() || s.expect.is_some() || s.unit.is_some() || (s.tolerance.is_some() && s.aggregate.is_none());
     if s.kind == SourceKind::Derivation {
         if s.compute.is_none() || s.expect.is_none() || s.unit.is_none() {
             out.push("a derivation needs `compute`, `expect` and `unit`".to_string());
@@ -231,8 +303,57 @@ fn check_claim_refs(c: &Claim, ds: &Dataset) -> Vec<String> {
         if let Some(message) = derivation_problem(c, s, ds) {
             out.push(format!("sources[{i}] (derivation): {message}"));
         }
+        if let Err(message) = aggregate_evidence(c, s, ds) {
+            out.push(format!("sources[{i}] (measurement): {message}"));
+        }
     }
     out
+}
+
+/// A measurement source citing an aggregate: Ok(true) when it is evidence (the aggregate exists,
+/// has at least [`MIN_INDEPENDENT_MEASUREMENTS`] independent submitters and, for a verified claim,
+/// its median agrees with the claim's value within the source's tolerance); Ok(false) when it is
+/// not (yet) evidence; Err for a reference that is wrong. Ok(false) for sources without `aggregate`.
+pub fn aggregate_evidence(c: &Claim, s: &Source, ds: &Dataset) -> Result<bool, String> {
+    let Some(key) = &s.aggregate else { return Ok(false) };
+    let Some(a) = ds.aggregate(key) else {
+        return Err(format!("no aggregate `{key}` in measurements/aggregates.toml (run `dataset aggregate`)"));
+    };
+    if let Some(n) = s.submitters {
+        if n != a.submitters {
+            return Err(format!("submitters = {n} but the aggregate has {}: leave `submitters` out, it comes from the aggregate", a.submitters));
+        }
+    }
+    if let Some(t) = s.tolerance {
+        if !(t > 0.0 && t < 0.5) {
+            return Err(format!("tolerance {t} must be a relative tolerance between 0 and 0.5"));
+        }
+    }
+    let Some(v) = &c.value else {
+        return Err("a claim resting on an aggregate needs a `value` to compare with its median".to_string());
+    };
+    let (Some((dim, scale)), Some((adim, ascale))) = (unit_scale(&v.unit), unit_scale(&a.unit)) else {
+        return Err(format!("the claim's unit `{}` does not convert to the aggregate's `{}`", v.unit, a.unit));
+    };
+    if dim != adim {
+        return Err(format!("the claim's unit `{}` does not convert to the aggregate's `{}`", v.unit, a.unit));
+    }
+    if a.submitters < MIN_INDEPENDENT_MEASUREMENTS {
+        return Ok(false);
+    }
+    let median = a.median * ascale / scale;
+    let tol = s.tolerance.unwrap_or(MEASUREMENT_TOLERANCE);
+    let agrees = match (v.number, v.min, v.max) {
+        (Some(x), _, _) => crate::derive::close(median, x, tol),
+        (None, lo, hi) => lo.is_none_or(|lo| median >= lo * (1.0 - tol)) && hi.is_none_or(|hi| median <= hi * (1.0 + tol)),
+    };
+    if c.verdict == Verdict::Verified && !agrees {
+        return Err(format!(
+            "the aggregate `{key}` has a median of {median} {} from {} submitters, which does not agree with the claim's value within {tol}",
+            v.unit, a.submitters
+        ));
+    }
+    Ok(true)
 }
 
 /// Evaluates a derivation source against the catalogs; None when it holds (or is not a derivation).
@@ -267,15 +388,18 @@ pub fn derivation_problem(c: &Claim, s: &Source, ds: &Dataset) -> Option<String>
     None
 }
 
-fn verdict_rules(c: &Claim) -> Vec<String> {
+fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
     let mut out = Vec::new();
 
     let primary = c.sources.iter().any(|s| s.kind.is_primary());
     let derived = c.sources.iter().any(|s| s.kind == SourceKind::Derivation);
-    let measured = c
-        .sources
-        .iter()
-        .any(|s| s.kind == SourceKind::Measurement && s.submitters.unwrap_or(0) >= MIN_INDEPENDENT_MEASUREMENTS);
+    let measured = c.sources.iter().any(|s| {
+        s.kind == SourceKind::Measurement
+            && match &s.aggregate {
+                Some(_) => aggregate_evidence(c, s, ds) == Ok(true),
+                None => s.submitters.unwrap_or(0) >= MIN_INDEPENDENT_MEASUREMENTS,
+            }
+    });
     let evidence = primary || derived || measured;
     match c.verdict {
         Verdict::Verified if !evidence => out.push(format!(
@@ -335,10 +459,14 @@ mod tests {
     use super::*;
     use crate::fixtures::{claim, source};
 
+    fn check_claim_t(c: &Claim) -> Vec<String> {
+        check_claim(c, &Dataset::default())
+    }
+
     #[test]
     fn verified_needs_primary_evidence() {
-        assert!(check_claim(&claim(Verdict::Verified, vec![source(SourceKind::OfficialDoc)])).is_empty());
-        let errs = check_claim(&claim(Verdict::Verified, vec![source(SourceKind::Community)]));
+        assert!(check_claim_t(&claim(Verdict::Verified, vec![source(SourceKind::OfficialDoc)])).is_empty());
+        let errs = check_claim_t(&claim(Verdict::Verified, vec![source(SourceKind::Community)]));
         assert!(errs[0].starts_with("verified needs"), "{errs:?}");
     }
 
@@ -346,31 +474,31 @@ mod tests {
     fn measurements_verify_only_from_three_submitters() {
         let mut m = source(SourceKind::Measurement);
         m.submitters = Some(2);
-        assert!(!check_claim(&claim(Verdict::Verified, vec![m.clone()])).is_empty());
+        assert!(!check_claim_t(&claim(Verdict::Verified, vec![m.clone()])).is_empty());
         m.submitters = Some(3);
-        assert!(check_claim(&claim(Verdict::Verified, vec![m])).is_empty());
+        assert!(check_claim_t(&claim(Verdict::Verified, vec![m])).is_empty());
     }
 
     #[test]
     fn contradicted_needs_a_correction() {
         let c = claim(Verdict::Contradicted, vec![source(SourceKind::SourceCode)]);
-        let errs = check_claim(&c);
+        let errs = check_claim_t(&c);
         assert!(errs.iter().any(|e| e.contains("needs `correction`")), "{errs:?}");
         assert!(errs.iter().any(|e| e.contains("pinned `version`")), "{errs:?}");
     }
 
     #[test]
     fn unverified_with_primary_evidence_is_inconsistent() {
-        let errs = check_claim(&claim(Verdict::Unverified, vec![source(SourceKind::Paper)]));
+        let errs = check_claim_t(&claim(Verdict::Unverified, vec![source(SourceKind::Paper)]));
         assert_eq!(errs.len(), 1, "{errs:?}");
-        assert!(check_claim(&claim(Verdict::Unverified, vec![source(SourceKind::Community)])).is_empty());
+        assert!(check_claim_t(&claim(Verdict::Unverified, vec![source(SourceKind::Community)])).is_empty());
     }
 
     #[test]
     fn history_must_end_at_the_verdict() {
         let mut c = claim(Verdict::Verified, vec![source(SourceKind::OfficialDoc)]);
         c.history[0].to = Verdict::Unverified;
-        assert!(check_claim(&c).iter().any(|e| e.contains("history ends at unverified")));
+        assert!(check_claim_t(&c).iter().any(|e| e.contains("history ends at unverified")));
     }
 
     #[test]
@@ -378,7 +506,7 @@ mod tests {
         let mut c = claim(Verdict::Verified, vec![source(SourceKind::OfficialDoc)]);
         c.statement.zh = " ".into();
         c.sources[0].accessed = "30/11/2026".into();
-        let errs = check_claim(&c);
+        let errs = check_claim_t(&c);
         assert!(errs.iter().any(|e| e == "statement is empty in: zh"), "{errs:?}");
         assert!(errs.iter().any(|e| e.contains("not a YYYY-MM-DD date")), "{errs:?}");
     }

@@ -20,6 +20,7 @@ pub fn source(kind: SourceKind) -> Source {
         expect: None,
         unit: None,
         tolerance: None,
+        aggregate: None,
     }
 }
 

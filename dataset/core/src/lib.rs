@@ -13,8 +13,11 @@ mod fixtures;
 #[cfg(feature = "fs")]
 pub mod files;
 pub mod fit;
+pub mod format;
+pub mod guides;
 pub mod lang;
 pub mod model;
+pub mod report;
 
 #[cfg(feature = "toml")]
 pub mod load;

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::{check, Claim, Dataset, Diffusion, Gpu, Llm, Problem, Quant, Seed, Tool};
+use crate::{check, Aggregate, Claim, Dataset, Diffusion, Gpu, Llm, Problem, Quant, Seed, Tool};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -48,6 +48,14 @@ struct ToolsFile {
     tool: Vec<Tool>,
 }
 
+/// `measurements/aggregates.toml`, written by `dataset aggregate`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AggregatesFile {
+    #[serde(default)]
+    aggregate: Vec<Aggregate>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SeedsFile {
@@ -74,6 +82,7 @@ impl Loaded {
                 "diffusion" => "diffusion",
                 "quant" => "quant",
                 "tool" => "tool",
+                "aggregate" => "aggregate",
                 _ => "seed",
             };
             problems.push(Problem::of(path, kind, Some(id), format!("duplicate {kind} id (first defined in {first})")));
@@ -147,6 +156,13 @@ pub fn load(files: &[(String, String)]) -> Result<Loaded, Vec<Problem>> {
                     }
                 }
             }
+            "measurements/aggregates.toml" => {
+                for a in parse::<AggregatesFile>(p, text, p_ref).map(|f| f.aggregate).unwrap_or_default() {
+                    if loaded.note("aggregate", &a.key(), p, p_ref) {
+                        loaded.dataset.measurements.push(a);
+                    }
+                }
+            }
             "seeds.toml" => {
                 for s in parse::<SeedsFile>(p, text, p_ref).map(|f| f.seed).unwrap_or_default() {
                     if loaded.note("seed", &s.file, p, p_ref) {
@@ -157,12 +173,23 @@ pub fn load(files: &[(String, String)]) -> Result<Loaded, Vec<Problem>> {
             _ => problems.push(Problem::new(
                 p,
                 None,
-                "unexpected file: data files are claims/*.toml, catalog/{gpus,llms,diffusion,quant}.toml, catalog/tools/*.toml and seeds.toml".to_string(),
+                "unexpected file: data files are claims/*.toml, catalog/{gpus,llms,diffusion,quant}.toml, catalog/tools/*.toml, measurements/aggregates.toml and seeds.toml".to_string(),
             )),
         }
     }
     problems.extend(check(&loaded.dataset, &loaded.file_of));
-    if problems.is_empty() { Ok(loaded) } else { Err(problems) }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    // A measurement source citing an aggregate carries the aggregate's submitter count in the
+    // built data (what the site shows).
+    let Dataset { claims, measurements, .. } = &mut loaded.dataset;
+    for s in claims.iter_mut().flat_map(|c| c.sources.iter_mut()) {
+        if let Some(a) = s.aggregate.as_deref().and_then(|k| measurements.iter().find(|a| a.key() == k)) {
+            s.submitters = Some(a.submitters);
+        }
+    }
+    Ok(loaded)
 }
 
 /// A TOML error as one line with the line number, e.g. `line 12: missing field `zh``.
@@ -229,6 +256,100 @@ why = "first review"
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].file, "claims/b.toml");
         assert!(problems[0].message.contains("duplicate claim id (first defined in claims/a.toml)"));
+    }
+
+    const AGGREGATES: &str = r#"
+[[aggregate]]
+gpu = "test-gpu"
+measurement = "usable_bytes"
+unit = "B"
+count = 4
+submitters = 3
+median = 23.5e9
+min = 23.4e9
+max = 23.6e9
+probe_versions = ["0.1.0"]
+"#;
+
+    const GPUS: &str = r#"
+[[gpu]]
+id = "test-gpu"
+name = "Test GPU"
+segment = "desktop"
+architecture = "Ada"
+compute_capability = "8.9"
+memory_gb = 24
+memory_type = "GDDR6X"
+bus_width_bits = 384
+bandwidth_gbs = 1008
+interface = "PCIe 4.0 x16"
+source = { kind = "vendor-spec", title = "Spec", url = "https://example.org/spec", passage = "24 GB", accessed = "2026-11-30" }
+"#;
+
+    fn measured_claim(verdict: &str, value: &str) -> String {
+        format!(
+            r#"
+[[claim]]
+id = "measured"
+topic = "hardware"
+verdict = "{verdict}"
+value = {value}
+statement = {{ pt = "a", es = "b", zh = "c", it = "d", en = "e" }}
+note = {{ pt = "a", es = "b", zh = "c", it = "d", en = "e" }}
+[[claim.sources]]
+kind = "measurement"
+title = "Probe submissions"
+passage = "median of accepted submissions"
+accessed = "2026-11-30"
+aggregate = "test-gpu/usable_bytes"
+[[claim.history]]
+date = "2026-11-30"
+to = "{verdict}"
+why = "aggregated"
+"#
+        )
+    }
+
+    fn with_aggregates(claim: &str, aggregates: &str) -> Vec<(String, String)> {
+        vec![
+            ("catalog/gpus.toml".to_string(), GPUS.to_string()),
+            ("measurements/aggregates.toml".to_string(), aggregates.to_string()),
+            ("claims/m.toml".to_string(), claim.to_string()),
+        ]
+    }
+
+    #[test]
+    fn three_independent_submitters_whose_median_agrees_verify_a_claim() {
+        let loaded = load(&with_aggregates(&measured_claim("verified", r#"{ number = 21.9, unit = "GiB" }"#), AGGREGATES)).expect("verified");
+        assert_eq!(loaded.dataset.measurements.len(), 1);
+        // The built data carries the aggregate's submitter count.
+        assert_eq!(loaded.dataset.claims[0].sources[0].submitters, Some(3));
+    }
+
+    #[test]
+    fn a_median_that_disagrees_does_not_verify() {
+        let problems = load(&with_aggregates(&measured_claim("verified", r#"{ number = 24, unit = "GiB" }"#), AGGREGATES)).unwrap_err();
+        let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        assert!(text.iter().any(|p| p.contains("does not agree with the claim's value")), "{text:?}");
+    }
+
+    #[test]
+    fn two_submitters_are_not_enough() {
+        let two = AGGREGATES.replace("submitters = 3", "submitters = 2");
+        let problems = load(&with_aggregates(&measured_claim("verified", r#"{ number = 21.9, unit = "GiB" }"#), &two)).unwrap_err();
+        assert!(problems.iter().any(|p| p.message.starts_with("verified needs")), "{problems:?}");
+    }
+
+    #[test]
+    fn aggregates_are_checked() {
+        let bad = AGGREGATES.replace("test-gpu", "no-such-gpu").replace("submitters = 3", "submitters = 9").replace("unit = \"B\"", "unit = \"GB/s\"");
+        let problems = load(&with_aggregates("", &bad)).unwrap_err();
+        let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        assert!(text.iter().any(|p| p.starts_with("measurements/aggregates.toml: aggregate `no-such-gpu/usable_bytes`: no GPU")), "{text:?}");
+        assert!(text.iter().any(|p| p.contains("submitters 9 must be between 1 and count (4)")), "{text:?}");
+        assert!(text.iter().any(|p| p.contains("unit `GB/s` but usable_bytes is measured in B")), "{text:?}");
+        let problems = load(&with_aggregates(&measured_claim("verified", r#"{ number = 21.9, unit = "GiB" }"#).replace("test-gpu/usable_bytes", "test-gpu/nothing"), AGGREGATES)).unwrap_err();
+        assert!(problems.iter().any(|p| p.message.contains("no aggregate `test-gpu/nothing`")), "{problems:?}");
     }
 
     #[test]

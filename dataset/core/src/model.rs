@@ -9,7 +9,7 @@ use crate::catalog::*;
 use crate::Lang;
 
 /// A text in all five languages. Every field is required: a file that lacks one does not parse.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Text {
     pub pt: String,
@@ -133,9 +133,14 @@ pub struct Source {
     /// Derivations: the unit of `expect`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<String>,
-    /// Derivations: relative tolerance (default 0.005).
+    /// Derivations: relative tolerance (default 0.005). Measurements citing an aggregate: how far
+    /// its median may be from the claim's value (default 0.05).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance: Option<f64>,
+    /// Measurements: the aggregate of accepted probe submissions this rests on, as
+    /// `<gpu id>/<measurement>` (e.g. `rtx-4090/usable_bytes`, see `measurements/aggregates.toml`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregate: Option<String>,
 }
 
 /// Who said the claim in the first place, and where: a seed article or a URL.
@@ -211,6 +216,58 @@ pub struct Claim {
     pub history: Vec<HistoryEntry>,
 }
 
+/// Measurement evidence: one figure of one catalog GPU over every accepted probe submission
+/// (`dataset aggregate` writes them to `data/measurements/aggregates.toml`). Counts only: no
+/// submitter identity.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Aggregate {
+    /// A catalog GPU id.
+    pub gpu: String,
+    /// What was measured (`usable_bytes`, `h2d_pinned_gbs`, … see `report::MEASUREMENTS`).
+    pub measurement: String,
+    /// `B`, `GB/s` or `us`.
+    pub unit: String,
+    /// Accepted reports.
+    pub count: u32,
+    /// Distinct installs among them (independent submitters).
+    pub submitters: u32,
+    /// The median of each submitter's median.
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Probe versions that produced the reports.
+    pub probe_versions: Vec<String>,
+}
+
+impl Aggregate {
+    /// `<gpu>/<measurement>`, what a measurement source's `aggregate` names.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.gpu, self.measurement)
+    }
+}
+
+/// The parts of a claim only its own page shows (`data/details-<lang>.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClaimDetail {
+    pub note: Text,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<Origin>,
+    pub sources: Vec<Source>,
+    pub history: Vec<HistoryEntry>,
+}
+
+impl ClaimDetail {
+    pub fn of(c: &Claim) -> ClaimDetail {
+        ClaimDetail { note: c.note.clone(), origins: c.origins.clone(), sources: c.sources.clone(), history: c.history.clone() }
+    }
+
+    /// Whether the claim still carries its details (full data) or they were left out (compact).
+    pub fn present(c: &Claim) -> bool {
+        !c.history.is_empty()
+    }
+}
+
 /// Everything the site and the fit engine read, as one document (`data/dataset.json`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Dataset {
@@ -227,6 +284,13 @@ pub struct Dataset {
     pub quant: Vec<Quant>,
     #[serde(default)]
     pub tools: Vec<Tool>,
+    /// Aggregated probe measurements per catalog GPU.
+    #[serde(default)]
+    pub measurements: Vec<Aggregate>,
+    /// The guides of one language, in reading order (title and summary; the rendered text is in
+    /// `guides-<lang>.json`). Set by `dataset build` in each language's compact data.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guides: Vec<crate::guides::GuideSummary>,
 }
 
 impl Dataset {
@@ -248,6 +312,11 @@ impl Dataset {
     }
     pub fn tool(&self, id: &str) -> Option<&Tool> {
         self.tools.iter().find(|t| t.id == id)
+    }
+    /// An aggregate by `<gpu>/<measurement>`.
+    pub fn aggregate(&self, key: &str) -> Option<&Aggregate> {
+        let (gpu, measurement) = key.split_once('/')?;
+        self.measurements.iter().find(|a| a.gpu == gpu && a.measurement == measurement)
     }
 
     /// The same dataset with every text kept only in `lang` (the others empty): what the site
@@ -280,15 +349,16 @@ impl Dataset {
         ds
     }
 
-    /// The same dataset with the quoted passages left out (claims keep every other source field;
-    /// catalog entries keep their main source's kind, title and link). The site loads this on
-    /// every page and fetches the passages (`evidence`) only where they are shown.
-    pub fn without_passages(&self) -> Dataset {
+    /// What every page of the app loads: claims without their details (note, origins, sources,
+    /// history: `details` has them) and catalog entries without quoted passages. Claim pages fetch
+    /// the details of their language where they are shown.
+    pub fn compact(&self) -> Dataset {
         let mut ds = self.clone();
         for c in &mut ds.claims {
-            for s in &mut c.sources {
-                s.passage.clear();
-            }
+            c.note = Text::default();
+            c.origins.clear();
+            c.sources.clear();
+            c.history.clear();
         }
         for g in &mut ds.gpus {
             g.source.passage.clear();
@@ -314,9 +384,9 @@ impl Dataset {
         ds
     }
 
-    /// Every claim's full sources, by claim id (the passages `without_passages` leaves out).
-    pub fn evidence(&self) -> BTreeMap<String, Vec<Source>> {
-        self.claims.iter().map(|c| (c.id.clone(), c.sources.clone())).collect()
+    /// Every claim's details (what `compact` leaves out), by claim id.
+    pub fn details(&self) -> BTreeMap<String, ClaimDetail> {
+        self.claims.iter().map(|c| (c.id.clone(), ClaimDetail::of(c))).collect()
     }
 
     /// The built JSON document.

@@ -1,0 +1,182 @@
+//! Small pieces of the ingest service that are not HTTP: submission ids, the clock, the content
+//! hash and the per-client rate limiter.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sha2::{Digest, Sha256};
+
+/// A random, URL-safe submission id: 128 bits from the OS generator, base64url without padding
+/// (22 characters). Not sequential, so ids reveal neither the count nor each other.
+pub fn new_id() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness from the OS: {e}"))?;
+    Ok(base64url(&bytes))
+}
+
+/// Whether `s` looks like an id `new_id` makes (checked before any database lookup).
+pub fn is_id(s: &str) -> bool {
+    s.len() == 22 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len() * 4 / 3 + 2);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (*b as u32) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// SHA-256 of the canonical document, lowercase hex.
+pub fn content_hash(canonical: &str) -> String {
+    Sha256::digest(canonical.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Now, as RFC 3339 UTC with milliseconds (`2026-11-30T09:14:41.123Z`).
+pub fn now_rfc3339() -> String {
+    rfc3339(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default())
+}
+
+fn rfc3339(since_epoch: Duration) -> String {
+    let secs = since_epoch.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        since_epoch.subsec_millis()
+    )
+}
+
+/// Token buckets per client: `per_minute` tokens a minute, at most `burst` saved up. IPv6 clients
+/// are keyed by their /64 (one subscriber's prefix), IPv4-mapped addresses as IPv4.
+/// `per_minute == 0` turns limiting off.
+pub struct RateLimiter {
+    per_minute: u32,
+    burst: u32,
+    buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
+}
+
+/// Buckets kept before idle (full) ones are dropped.
+const MAX_TRACKED: usize = 100_000;
+
+impl RateLimiter {
+    pub fn new(per_minute: u32, burst: u32) -> RateLimiter {
+        RateLimiter { per_minute, burst: burst.max(1), buckets: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.per_minute > 0
+    }
+
+    fn key(ip: IpAddr) -> IpAddr {
+        match ip {
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => {
+                    let s = v6.segments();
+                    IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+                }
+            },
+            v4 => v4,
+        }
+    }
+
+    /// Takes a token for `ip`; Err(seconds until one is available) when there is none.
+    pub fn check(&self, ip: IpAddr, now: Instant) -> Result<(), u64> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let rate = self.per_minute as f64 / 60.0;
+        let burst = self.burst as f64;
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if buckets.len() >= MAX_TRACKED {
+            buckets.retain(|_, (tokens, at)| *tokens + now.saturating_duration_since(*at).as_secs_f64() * rate < burst);
+        }
+        let (tokens, at) = buckets.entry(Self::key(ip)).or_insert((burst, now));
+        *tokens = (*tokens + now.saturating_duration_since(*at).as_secs_f64() * rate).min(burst);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - *tokens) / rate).ceil().max(1.0) as u64)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_random_url_safe_and_recognised() {
+        let a = new_id().unwrap();
+        let b = new_id().unwrap();
+        assert_ne!(a, b);
+        assert!(is_id(&a) && is_id(&b), "{a} {b}");
+        assert!(!is_id("1") && !is_id("../../etc/passwd") && !is_id(&format!("{a}x")));
+        assert_eq!(base64url(&[0xff; 3]), "____");
+        assert_eq!(base64url(b"hi"), "aGk");
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(rfc3339(Duration::from_millis(0)), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(Duration::from_millis(1_796_030_081_123)), "2026-11-30T09:14:41.123Z");
+        assert_eq!(rfc3339(Duration::from_secs(951_782_400)), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn content_hash_is_sha256_hex() {
+        assert_eq!(content_hash(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+
+    #[test]
+    fn the_bucket_allows_a_burst_then_the_rate() {
+        let limiter = RateLimiter::new(30, 3);
+        let ip: IpAddr = "203.0.113.7".parse().unwrap();
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(limiter.check(ip, t0), Ok(()));
+        }
+        // 30 a minute: one token every 2 s.
+        assert_eq!(limiter.check(ip, t0), Err(2));
+        assert_eq!(limiter.check(ip, t0 + Duration::from_millis(1500)), Err(1));
+        assert_eq!(limiter.check(ip, t0 + Duration::from_millis(2100)), Ok(()));
+        // Another client has its own bucket.
+        assert_eq!(limiter.check("198.51.100.1".parse().unwrap(), t0), Ok(()));
+    }
+
+    #[test]
+    fn ipv6_clients_share_a_bucket_per_64_and_zero_disables() {
+        let limiter = RateLimiter::new(1, 1);
+        let t0 = Instant::now();
+        assert_eq!(limiter.check("2001:db8:1:2::1".parse().unwrap(), t0), Ok(()));
+        assert!(limiter.check("2001:db8:1:2::ffff".parse().unwrap(), t0).is_err());
+        assert_eq!(limiter.check("2001:db8:1:3::1".parse().unwrap(), t0), Ok(()));
+        assert_eq!(limiter.check("::ffff:192.0.2.1".parse().unwrap(), t0), Ok(()));
+        assert!(limiter.check("192.0.2.1".parse().unwrap(), t0).is_err());
+        let off = RateLimiter::new(0, 0);
+        for _ in 0..1000 {
+            assert_eq!(off.check("192.0.2.1".parse().unwrap(), t0), Ok(()));
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! `dataset review` (the moderation queue) and `dataset aggregate` (accepted submissions →
+//! `data/measurements/aggregates.toml`, the measurement evidence claims can cite).
+
+use std::path::Path;
+
+use headroom_core::report::{self, Report};
+use headroom_core::{Aggregate, Gpu};
+use serde_json::Value;
+
+use crate::store::{Sqlite, Status, Store, Submission};
+
+/// Where `dataset aggregate` writes, relative to the data directory.
+pub const AGGREGATES_FILE: &str = "measurements/aggregates.toml";
+
+/// Submitted text for a terminal: control and other invisible characters shown escaped, at most
+/// `max` characters.
+fn printable(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        if c.is_control() || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}') {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.2}", b as f64 / (1u64 << 30) as f64)
+}
+
+/// One line per pending submission: id, received, GPU (and the catalog id it matched), key figures.
+fn pending_table(pending: &[Submission], gpus: &[Gpu]) -> String {
+    let mut out = format!(
+        "{:<22}  {:<19}  {:<32}  {:<18}  {:>9}  {:>9}  {:>8}  {:>9}  {}\n",
+        "id", "received (UTC)", "GPU", "catalog", "total GiB", "usable", "H2D GB/s", "D2D GB/s", "probe"
+    );
+    for s in pending {
+        let received = s.received_at.get(..19).unwrap_or(&s.received_at).replace('T', " ");
+        match serde_json::from_str::<Report>(&s.document) {
+            Ok(r) => {
+                let catalog = report::match_gpu(&r.device.name, r.memory.total_bytes, gpus).map_or("(not in catalog)".to_string(), |g| g.id.clone());
+                out += &format!(
+                    "{:<22}  {:<19}  {:<32}  {:<18}  {:>9}  {:>9}  {:>8.1}  {:>9.1}  {}\n",
+                    s.id,
+                    received,
+                    printable(&r.device.name, 32),
+                    catalog,
+                    gib(r.memory.total_bytes),
+                    gib(r.memory.usable_bytes),
+                    r.bandwidth.h2d_pinned_gbs,
+                    r.bandwidth.d2d_gbs,
+                    printable(&r.probe_version, 12)
+                );
+            }
+            Err(e) => out += &format!("{:<22}  {:<19}  (stored document does not parse: {e})\n", s.id, received),
+        }
+    }
+    out
+}
+
+/// `dataset review [--accept ID | --reject ID --reason TEXT] [--json]`.
+pub fn review(db: &Path, data: &Path, accept: Option<&str>, reject: Option<&str>, reason: Option<&str>, json: bool) -> Result<(), String> {
+    if !db.is_file() {
+        return Err(format!("no database at {} (pass --db PATH: the file `dataset serve` writes)", db.display()));
+    }
+    let store = Sqlite::open(db)?;
+    let now = crate::ingest::now_rfc3339();
+    let decide = |id: &str, status: Status, reason: Option<&str>| -> Result<(), String> {
+        let before = store.set_status(id, status, reason, &now).map_err(|e| format!("database {}: {e}", db.display()))?;
+        match before {
+            None => Err(format!("no submission `{}` in {}", printable(id, 40), db.display())),
+            Some(before) => {
+                println!("{id}: {} -> {}", before.code(), status.code());
+                Ok(())
+            }
+        }
+    };
+    match (accept, reject) {
+        (Some(id), None) => return decide(id, Status::Accepted, None),
+        (None, Some(id)) => {
+            let reason = reason.map(str::trim).filter(|r| !r.is_empty()).ok_or("--reject needs --reason TEXT (why, for the submitter)")?;
+            if reason.chars().count() > 500 || reason.chars().any(char::is_control) {
+                return Err("--reason must be one line of at most 500 characters".to_string());
+            }
+            return decide(id, Status::Rejected, Some(reason));
+        }
+        (Some(_), Some(_)) => return Err("give --accept or --reject, not both".to_string()),
+        (None, None) => {}
+    }
+    let pending = store.list(Status::Pending).map_err(|e| e.to_string())?;
+    if json {
+        let rows: Vec<Value> = pending
+            .iter()
+            .map(|s| {
+                let doc = serde_json::from_str::<Value>(&s.document).map(|v| report::public_document(&v)).unwrap_or(Value::Null);
+                serde_json::json!({ "id": s.id, "received_at": s.received_at, "document": doc })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    let gpus = crate::serve::load_gpus(data).unwrap_or_default();
+    let accepted = store.list(Status::Accepted).map_err(|e| e.to_string())?.len();
+    let rejected = store.list(Status::Rejected).map_err(|e| e.to_string())?.len();
+    if !pending.is_empty() {
+        print!("{}", pending_table(&pending, &gpus));
+    }
+    println!(
+        "{} pending, {accepted} accepted, {rejected} rejected. `dataset review --accept ID` or `--reject ID --reason TEXT`; then `dataset aggregate`.",
+        pending.len()
+    );
+    Ok(())
+}
+
+/// The TOML text of the aggregates file.
+fn aggregates_toml(aggregates: &[Aggregate]) -> Result<String, String> {
+    #[derive(serde::Serialize)]
+    struct File<'a> {
+        aggregate: &'a [Aggregate],
+    }
+    let body = if aggregates.is_empty() { String::new() } else { toml::to_string(&File { aggregate: aggregates }).map_err(|e| e.to_string())? };
+    Ok(format!(
+        "# Measurement evidence from accepted probe submissions, per catalog GPU and measurement.\n\
+         # Written by `dataset aggregate` (do not edit by hand; see dataset/README.md).\n\
+         # median: the median of each independent submitter's median; count: accepted reports;\n\
+         # submitters: distinct installs. Units: B, GB/s, us.\n{}{body}",
+        if body.is_empty() { "" } else { "\n" }
+    ))
+}
+
+/// `dataset aggregate`: every accepted submission whose GPU is in the catalog, aggregated.
+pub fn aggregate(db: &Path, data: &Path) -> Result<(), String> {
+    if !db.is_file() {
+        return Err(format!("no database at {} (pass --db PATH: the file `dataset serve` writes)", db.display()));
+    }
+    let loaded = crate::data::load_checked(data)?;
+    let gpus = &loaded.dataset.gpus;
+    let store = Sqlite::open(db)?;
+    let accepted = store.list(Status::Accepted).map_err(|e| format!("database {}: {e}", db.display()))?;
+    let mut reports: Vec<(String, Report)> = Vec::new();
+    let mut skipped: Vec<String> = Vec::new();
+    for s in &accepted {
+        let checked = serde_json::from_str::<Value>(&s.document)
+            .map_err(|e| e.to_string())
+            .and_then(|v| report::check_value(&v, gpus).map_err(|r| r.message()));
+        match checked {
+            Ok(c) => match c.gpu {
+                Some(gpu) => reports.push((gpu, c.report)),
+                None => skipped.push(format!("{} ({}: not in the GPU catalog)", s.id, printable(&c.report.device.name, 40))),
+            },
+            Err(e) => skipped.push(format!("{} ({})", s.id, printable(&e, 120))),
+        }
+    }
+    let aggregates = report::aggregate(&reports);
+    let text = aggregates_toml(&aggregates)?;
+
+    // The data with the new file must still check (claims citing aggregates are re-verified).
+    let mut files = headroom_core::files::read_tree(data)?;
+    files.retain(|(p, _)| p != AGGREGATES_FILE);
+    files.push((AGGREGATES_FILE.to_string(), text.clone()));
+    let problems = headroom_core::load::load(&files).err();
+
+    let path = data.join(AGGREGATES_FILE);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    }
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, &text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+
+    let gpu_count = aggregates.iter().map(|a| a.gpu.as_str()).collect::<std::collections::BTreeSet<_>>().len();
+    println!(
+        "dataset aggregate: {} accepted submission(s), {} aggregated -> {} aggregates for {gpu_count} GPU(s) in {}",
+        accepted.len(),
+        reports.len(),
+        aggregates.len(),
+        path.display()
+    );
+    for s in &skipped {
+        println!("  skipped {s}");
+    }
+    match problems {
+        None => Ok(()),
+        Some(problems) => {
+            let lines: Vec<String> = problems.iter().map(|p| format!("  {}/{p}", data.display())).collect();
+            Err(format!(
+                "the aggregates are written, but the data no longer checks ({} problem(s)); review these claims:\n{}",
+                problems.len(),
+                lines.join("\n")
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_output_shows_control_characters_escaped() {
+        assert_eq!(printable("GPU\u{1b}[2J\u{202e}x", 40), "GPU\\u{1b}[2J\\u{202e}x");
+        assert_eq!(printable("abcdef", 3), "abc…");
+    }
+
+    #[test]
+    fn the_aggregates_file_parses_back() {
+        let a = Aggregate {
+            gpu: "h200".into(),
+            measurement: "usable_bytes".into(),
+            unit: "B".into(),
+            count: 3,
+            submitters: 3,
+            median: 149554200576.0,
+            min: 149554200576.0,
+            max: 149554200577.0,
+            probe_versions: vec!["0.1.0".into()],
+        };
+        let text = aggregates_toml(&[a.clone()]).unwrap();
+        #[derive(serde::Deserialize)]
+        struct File {
+            aggregate: Vec<Aggregate>,
+        }
+        let back: File = toml::from_str(&text).unwrap();
+        assert_eq!(back.aggregate, vec![a]);
+        assert!(toml::from_str::<toml::Table>(&aggregates_toml(&[]).unwrap()).unwrap().is_empty());
+    }
+}
