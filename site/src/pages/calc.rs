@@ -106,12 +106,12 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
 fn set_field(ds: &headroom_core::Dataset, s: &mut State, field: &str, value: Value) {
     if field == "model" && s.get("kind").and_then(|k| k.as_str()) == Some("diffusion") {
         if let Some(m) = value.as_str().and_then(|id| ds.diffusion_model(id)) {
-            let (w, h) = headroom_core::fit::diffusion::native_size(m);
+            let (w, h) = headroom_core::fit::diffusion::native_size(ds, m).unwrap_or((0, 0));
             s.insert("width".into(), json!(w));
             s.insert("height".into(), json!(h));
             s.insert("cfg".into(), json!(headroom_core::fit::diffusion::default_cfg(&m.id)));
             if m.modality == Modality::Video {
-                s.insert("frames".into(), json!(81));
+                s.insert("frames".into(), json!(headroom_core::fit::diffusion::default_frames(ds).unwrap_or(1)));
             } else {
                 s.remove("frames");
             }

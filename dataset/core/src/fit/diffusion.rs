@@ -6,15 +6,17 @@ use crate::{Diffusion as Model, Modality};
 
 /// Text tokens that join the image tokens in the denoiser's joint attention (MMDiT-style models);
 /// cross-attention models (UNets, Wan) keep them apart.
-fn joint_text_tokens(id: &str) -> f64 {
+/// Text tokens that join the image tokens in a diffusion transformer's attention, by the
+/// pipeline's default prompt length (claims `fit-default-text-tokens-*`).
+fn joint_text_tokens(ds: &Dataset, id: &str) -> Result<f64, String> {
     if id.starts_with("flux") {
-        512.0 // T5 max_sequence_length of the FLUX.1-dev pipeline
+        claim_number(ds, "fit-default-text-tokens-flux")
     } else if id.starts_with("sd-3.5") {
-        333.0 // 77 CLIP + 256 T5 tokens
+        claim_number(ds, "fit-default-text-tokens-sd3")
     } else if id.starts_with("hunyuanvideo") {
-        256.0 // the MLLM prompt length of the HunyuanVideo pipeline
+        claim_number(ds, "fit-default-text-tokens-hunyuanvideo")
     } else {
-        0.0
+        Ok(0.0)
     }
 }
 
@@ -29,12 +31,20 @@ pub fn default_cfg(id: &str) -> bool {
 }
 
 /// The model's native output size (width, height).
-pub fn native_size(m: &Model) -> (u64, u64) {
-    match m.id.as_str() {
-        "sd-1.5" => (512, 512),
-        _ if m.modality == Modality::Video => (832, 480),
-        _ => (1024, 1024),
-    }
+/// The size a model was trained at, which its pipeline uses by default (claims
+/// `fit-default-size-*`, `fit-default-width-wan`, `fit-default-height-wan`).
+pub fn native_size(ds: &Dataset, m: &Model) -> Result<(u64, u64), String> {
+    let px = |id: &str| claim_number(ds, id).map(|x| x as u64);
+    Ok(match m.id.as_str() {
+        "sd-1.5" => (px("fit-default-size-sd15")?, px("fit-default-size-sd15")?),
+        _ if m.modality == Modality::Video => (px("fit-default-width-wan")?, px("fit-default-height-wan")?),
+        _ => (px("fit-default-size-sdxl")?, px("fit-default-size-sdxl")?),
+    })
+}
+
+/// Frames of a video workload that does not say (claim `fit-default-frames-wan`).
+pub fn default_frames(ds: &Dataset) -> Result<u64, String> {
+    claim_number(ds, "fit-default-frames-wan").map(|x| x as u64)
 }
 
 fn bytes_of(ds: &Dataset, fmt: &str, field: &str) -> Result<f64, String> {
@@ -50,7 +60,7 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
             format!("field `model`: unknown diffusion model `{}` (one of: {})", d.model, known.join(", "))
         }
     })?;
-    let (nw, nh) = native_size(m);
+    let (nw, nh) = native_size(ds, m)?;
     let (w, h) = (d.width.unwrap_or(nw), d.height.unwrap_or(nh));
     let sc = m.spatial_compression as u64;
     if w == 0 || h == 0 || w % sc != 0 || h % sc != 0 {
@@ -61,7 +71,7 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
     }
     let frames = match (m.modality, d.frames) {
         (Modality::Video, Some(f)) if f >= 1 => f,
-        (Modality::Video, None) => 81,
+        (Modality::Video, None) => default_frames(ds)?,
         (Modality::Video, Some(_)) => return Err("field `frames`: must be at least 1".into()),
         (Modality::Image, Some(_)) => return Err(format!("field `frames`: `{}` makes images, not video", m.id)),
         (Modality::Image, None) => 1,
@@ -98,7 +108,7 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
     } else {
         let hidden = den.hidden.ok_or_else(|| format!("the catalog lacks the denoiser hidden size of `{}`", m.id))? as f64;
         let p = m.patch_size.unwrap_or(2) as f64;
-        let tokens = latent_frames * (lh / p) * (lw / p) + joint_text_tokens(&m.id);
+        let tokens = latent_frames * (lh / p) * (lw / p) + joint_text_tokens(ds, &m.id)?;
         b_eff * tokens * claim_number(ds, "fit-dit-working-set")? * hidden * act_bytes
     };
     let den_claims: &[&str] = if m.id == "sd-1.5" {
