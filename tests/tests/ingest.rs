@@ -776,8 +776,11 @@ fn review_and_aggregate_turn_accepted_submissions_into_built_evidence() {
     assert!(!out.contains(&hex32(60)), "the review list shows no install id: {out}");
     let (ok, _, err) = dataset(&["review", "--db", &dbs, "--reject", &bad]);
     assert!(!ok && err.contains("--reason"), "{err}");
-    let (ok, _, err) = dataset(&["review", "--db", &dbs, "--accept", "AAAAAAAAAAAAAAAAAAAAAA"]);
-    assert!(!ok && err.contains("no submission"), "{err}");
+    // An id starting with `-` is an id, not a flag.
+    for unknown_id in ["AAAAAAAAAAAAAAAAAAAAAA", "-AAAAAAAAAAAAAAAAAAAAA"] {
+        let (ok, _, err) = dataset(&["review", "--db", &dbs, "--accept", unknown_id]);
+        assert!(!ok && err.contains("no submission"), "{err}");
+    }
     let (ok, out, err) = dataset(&["review", "--db", &dbs, "--reject", &bad, "--reason", "duplicate run on a shared node"]);
     assert!(ok, "{err}");
     assert!(out.contains("pending -> rejected"), "{out}");

@@ -10,10 +10,17 @@ use sha2::{Digest, Sha256};
 
 /// A random, URL-safe submission id: 128 bits from the OS generator, base64url without padding
 /// (22 characters). Not sequential, so ids reveal neither the count nor each other.
+/// The first character is a letter or digit, so that an id never looks like a command-line flag
+/// (`dataset review --accept ID`).
 pub fn new_id() -> Result<String, String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness from the OS: {e}"))?;
-    Ok(base64url(&bytes))
+    loop {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).map_err(|e| format!("no randomness from the OS: {e}"))?;
+        let id = base64url(&bytes);
+        if id.as_bytes()[0].is_ascii_alphanumeric() {
+            return Ok(id);
+        }
+    }
 }
 
 /// Whether `s` looks like an id `new_id` makes (checked before any database lookup).
@@ -132,6 +139,9 @@ mod tests {
         let b = new_id().unwrap();
         assert_ne!(a, b);
         assert!(is_id(&a) && is_id(&b), "{a} {b}");
+        for _ in 0..2000 {
+            assert!(new_id().unwrap().as_bytes()[0].is_ascii_alphanumeric());
+        }
         assert!(!is_id("1") && !is_id("../../etc/passwd") && !is_id(&format!("{a}x")));
         assert_eq!(base64url(&[0xff; 3]), "____");
         assert_eq!(base64url(b"hi"), "aGk");

@@ -98,10 +98,10 @@ enum Command {
         #[arg(long, default_value_os_t = data::default_data_dir())]
         data: PathBuf,
         /// Accept the submission with this id (it then counts in `dataset aggregate`).
-        #[arg(long, value_name = "ID", conflicts_with = "reject")]
+        #[arg(long, value_name = "ID", conflicts_with = "reject", allow_hyphen_values = true)]
         accept: Option<String>,
         /// Reject the submission with this id (needs --reason).
-        #[arg(long, value_name = "ID", requires = "reason")]
+        #[arg(long, value_name = "ID", requires = "reason", allow_hyphen_values = true)]
         reject: Option<String>,
         /// Why it is rejected (returned to the submitter by the API).
         #[arg(long, value_name = "TEXT", requires = "reject")]
