@@ -1,7 +1,7 @@
 //! The GPU table: every catalog card with its numbers and their source.
 
 use headroom_core::{Lang, Segment};
-use headroom_i18n::{k, t};
+use headroom_i18n::{fmt, k, t};
 use leptos::prelude::*;
 
 use crate::ui::{source_kind_key, Data};
@@ -34,6 +34,7 @@ pub fn GpuTable(lang: Lang, ds: Data) -> impl IntoView {
                         <th scope="col">{t(lang, k::GPUS_ARCHITECTURE)}</th>
                         <th scope="col">{t(lang, k::GPUS_SEGMENT)}</th>
                         <th scope="col">{t(lang, k::GPUS_SOURCE)}</th>
+                        <th scope="col">{t(lang, k::GPUS_MEASURED)}</th>
                     </tr>
                 </thead>
                 <tbody>
@@ -52,6 +53,14 @@ pub fn GpuTable(lang: Lang, ds: Data) -> impl IntoView {
                                 <td>{g.architecture.clone()}" ("{g.compute_capability.clone()}")"</td>
                                 <td>{segment_label(lang, g.segment)}</td>
                                 <td><a href=source rel="noopener">{t(lang, source_kind_key(g.source.kind))}</a></td>
+                                // Accepted probe reports aggregated by `dataset aggregate`.
+                                <td class="num">{match ds.measurements.iter().find(|a| a.gpu == g.id && a.measurement == "usable_bytes") {
+                                    Some(a) => fmt(lang, k::GPUS_MEASURED_VALUE, &[
+                                        ("usable", &crate::fmt::gib(a.median, lang)),
+                                        ("submitters", &a.submitters.to_string()),
+                                    ]),
+                                    None => t(lang, k::GPUS_NOT_MEASURED).to_string(),
+                                }}</td>
                             </tr>
                         }
                     }).collect_view()}
