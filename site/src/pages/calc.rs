@@ -111,7 +111,7 @@ fn set_field(ds: &headroom_core::Dataset, s: &mut State, field: &str, value: Val
             s.insert("height".into(), json!(h));
             s.insert("cfg".into(), json!(headroom_core::fit::diffusion::default_cfg(&m.id)));
             if m.modality == Modality::Video {
-                s.insert("frames".into(), json!(headroom_core::fit::diffusion::default_frames(ds).unwrap_or(1)));
+                s.insert("frames".into(), json!(headroom_core::fit::diffusion::default_frames(ds, m).unwrap_or(1)));
             } else {
                 s.remove("frames");
             }

@@ -37,14 +37,21 @@ pub fn native_size(ds: &Dataset, m: &Model) -> Result<(u64, u64), String> {
     let px = |id: &str| claim_number(ds, id).map(|x| x as u64);
     Ok(match m.id.as_str() {
         "sd-1.5" => (px("fit-default-size-sd15")?, px("fit-default-size-sd15")?),
+        "hunyuanvideo" => {
+            let w = px("fit-default-size-hunyuanvideo")?;
+            // 16:9, the pipeline's 1280 × 720.
+            (w, w * 9 / 16)
+        }
         _ if m.modality == Modality::Video => (px("fit-default-width-wan")?, px("fit-default-height-wan")?),
         _ => (px("fit-default-size-sdxl")?, px("fit-default-size-sdxl")?),
     })
 }
 
-/// Frames of a video workload that does not say (claim `fit-default-frames-wan`).
-pub fn default_frames(ds: &Dataset) -> Result<u64, String> {
-    claim_number(ds, "fit-default-frames-wan").map(|x| x as u64)
+/// Frames of a video workload that does not say (claims `fit-default-frames-*`; the Wan default
+/// for the other video models).
+pub fn default_frames(ds: &Dataset, m: &Model) -> Result<u64, String> {
+    let id = if m.id == "hunyuanvideo" { "fit-default-frames-hunyuanvideo" } else { "fit-default-frames-wan" };
+    claim_number(ds, id).map(|x| x as u64)
 }
 
 fn bytes_of(ds: &Dataset, fmt: &str, field: &str) -> Result<f64, String> {
@@ -71,7 +78,7 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
     }
     let frames = match (m.modality, d.frames) {
         (Modality::Video, Some(f)) if f >= 1 => f,
-        (Modality::Video, None) => default_frames(ds)?,
+        (Modality::Video, None) => default_frames(ds, m)?,
         (Modality::Video, Some(_)) => return Err("field `frames`: must be at least 1".into()),
         (Modality::Image, Some(_)) => return Err(format!("field `frames`: `{}` makes images, not video", m.id)),
         (Modality::Image, None) => 1,
