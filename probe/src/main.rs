@@ -197,7 +197,7 @@ fn measure_and_report(args: &RunArgs) -> u8 {
         println!("{json}");
     } else {
         for r in &reports {
-            print!("{}", r.to_table());
+            print!("{}", report::table(r));
             if reports.len() > 1 {
                 println!();
             }
@@ -205,7 +205,7 @@ fn measure_and_report(args: &RunArgs) -> u8 {
     }
     if let Some(url) = url {
         let bodies: Vec<(u32, String)> =
-            reports.iter().zip(&values).map(|(r, v)| (r.device.index, serde_json::to_string_pretty(v).expect("JSON"))).collect();
+            reports.iter().zip(&values).map(|(r, v)| (r.device.index as u32, serde_json::to_string_pretty(v).expect("JSON"))).collect();
         let sent = submit_all(&bodies, &url, args.yes);
         if sent != 0 {
             return sent;

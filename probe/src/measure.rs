@@ -2,7 +2,7 @@
 //! statistics, always giving memory back) is tested on a simulated device and runs unchanged on a
 //! real GPU.
 
-use serde::{Deserialize, Serialize};
+pub use headroom_core::report::{AllocAsync, Fragmentation, Latency, VmmMap};
 
 pub const MIB: u64 = 1 << 20;
 
@@ -169,15 +169,6 @@ pub fn usable_capacity<D: Device>(dev: &mut D, chunk: u64, min_chunk: u64) -> Re
     Ok(total)
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Latency {
-    pub bytes: u64,
-    /// Median time of one allocation call, microseconds.
-    pub alloc_us: f64,
-    /// Median time of one free call, microseconds.
-    pub free_us: f64,
-    pub samples: usize,
-}
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -204,7 +195,7 @@ pub fn alloc_latency<D: Device>(
             f_us.push((t2 - t1) as f64 / 1e3);
         }
         if !a_us.is_empty() {
-            let samples = a_us.len();
+            let samples = a_us.len() as u64;
             out.push(Latency {
                 bytes,
                 alloc_us: median(&mut a_us),
@@ -216,16 +207,6 @@ pub fn alloc_latency<D: Device>(
     Ok(out)
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Fragmentation {
-    /// Size of each block of the pattern.
-    pub block_bytes: u64,
-    pub blocks: usize,
-    /// Free memory after freeing every other block.
-    pub free_bytes: u64,
-    /// The largest single allocation then possible.
-    pub largest_bytes: u64,
-}
 
 /// Fills `fill` of the free memory with blocks, frees every other one, and measures the largest
 /// allocation against the free total: with raw driver allocations the freed holes are separate.
@@ -252,27 +233,17 @@ pub fn fragmentation<D: Device>(
     held.release()?;
     Ok(Fragmentation {
         block_bytes: block,
-        blocks,
+        blocks: blocks as u64,
         free_bytes: free,
         largest_bytes: largest,
     })
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct PoolLatency {
-    pub bytes: u64,
-    /// Median of `cuMemAllocAsync` + stream sync when the pool had to grow.
-    pub first_us: f64,
-    /// Median of the same request right after freeing it: served from the pool.
-    pub reuse_us: f64,
-    pub free_us: f64,
-    pub samples: usize,
-}
 
 /// Stream-ordered allocation from the default pool: for each size, a cold request (the pool grows,
 /// then is trimmed back) and a warm one (the block just freed is reused). The pool is emptied and
 /// its threshold restored on every path.
-pub fn pool_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result<(u64, Vec<PoolLatency>), String> {
+pub fn pool_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result<(u64, Vec<AllocAsync>), String> {
     let threshold = dev.pool_prepare()?;
     let out = (|| {
         let mut out = Vec::new();
@@ -294,8 +265,8 @@ pub fn pool_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Resul
                 reuse.push((t3 - t2) as f64 / 1e3);
             }
             if !first.is_empty() {
-                let samples = first.len();
-                out.push(PoolLatency { bytes, first_us: median(&mut first), reuse_us: median(&mut reuse), free_us: median(&mut free), samples });
+                let samples = first.len() as u64;
+                out.push(AllocAsync { bytes, first_us: median(&mut first), reuse_us: median(&mut reuse), free_us: median(&mut free), samples });
             }
         }
         Ok::<_, String>(out)
@@ -306,22 +277,10 @@ pub fn pool_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Resul
     Ok((threshold, out))
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct VmmLatency {
-    pub bytes: u64,
-    pub create_us: f64,
-    pub reserve_us: f64,
-    pub map_us: f64,
-    pub access_us: f64,
-    pub unmap_us: f64,
-    /// `cuMemRelease` + `cuMemAddressFree`.
-    pub release_us: f64,
-    pub samples: usize,
-}
 
 /// One full virtual-memory cycle per sample (create, reserve, map, set access, unmap, release),
 /// each step timed; sizes are rounded up to the granularity; every step is undone on every path.
-pub fn vmm_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result<(u64, u64, Vec<VmmLatency>), String> {
+pub fn vmm_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result<(u64, u64, Vec<VmmMap>), String> {
     let (gran, rec) = dev.vmm_granularity()?;
     let mut out = Vec::new();
     for &want in sizes {
@@ -357,9 +316,9 @@ pub fn vmm_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result
             }
         }
         if !t[0].is_empty() {
-            let samples = t[0].len();
+            let samples = t[0].len() as u64;
             let [a, b, c, d, e, f] = &mut t;
-            out.push(VmmLatency {
+            out.push(VmmMap {
                 bytes,
                 create_us: median(a),
                 reserve_us: median(b),

@@ -1,12 +1,9 @@
 //! The probe's report document (versioned; the ingest API validates against it).
 
-use serde::Serialize;
 
 use std::fmt;
 
-use crate::measure::{Fragmentation, Latency, PoolLatency, VmmLatency};
 
-pub const SCHEMA_VERSION: u32 = 1;
 
 /// Exit codes (documented in probe/README.md).
 pub const EXIT_IO: u8 = 1;
@@ -22,72 +19,9 @@ pub const EXIT_REJECTED: u8 = 11;
 pub const EXIT_NETWORK: u8 = 12;
 pub const EXIT_INTERRUPTED: u8 = 130;
 
-#[derive(Debug, Serialize)]
-pub struct Report {
-    pub schema_version: u32,
-    pub probe_version: &'static str,
-    pub run_seconds: f64,
-    pub device: Device_,
-    pub memory: Memory,
-    pub latency: Vec<Latency>,
-    pub pools: Pools,
-    pub vmm: Vmm,
-    pub bandwidth: Bandwidth,
-    pub fragmentation: Fragmentation,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Device_ {
-    /// Random per install (see identity.rs); never the host or user name.
-    pub install_id: String,
-    /// SHA-256 of the GPU UUID salted with the install id; never the raw UUID.
-    pub uuid_hash: String,
-    pub index: u32,
-    pub name: String,
-    pub compute_capability: String,
-    /// CUDA version the driver supports, e.g. "12.8".
-    pub driver_cuda_version: String,
-    pub pci_bus_id: String,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Memory {
-    /// cuDeviceTotalMem.
-    pub total_bytes: u64,
-    /// cuMemGetInfo free, with this process's context alive.
-    pub free_bytes_with_context: u64,
-    /// How much free memory one more context costs (created, measured, destroyed).
-    pub context_bytes: u64,
-    /// The largest single cuMemAlloc that succeeds (bisection to 64 MiB).
-    pub largest_allocation_bytes: u64,
-    /// Everything this process could allocate at once (chunks down to 2 MiB), then freed.
-    pub usable_bytes: u64,
-    /// Free memory after all measurements: equal to `free_bytes_with_context` when nothing leaked.
-    pub free_bytes_after: u64,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Pools {
-    pub release_threshold_bytes: u64,
-    pub alloc_async: Vec<PoolLatency>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Vmm {
-    pub granularity_bytes: u64,
-    pub recommended_granularity_bytes: u64,
-    pub map: Vec<VmmLatency>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Bandwidth {
-    pub bytes: u64,
-    pub h2d_pinned_gbs: f64,
-    pub d2h_pinned_gbs: f64,
-    pub h2d_pageable_gbs: f64,
-    pub d2h_pageable_gbs: f64,
-    pub d2d_gbs: f64,
-}
+/// The report document and its parts are headroom-core's (`headroom_core::report`): the probe
+/// writes exactly the types the ingest service reads.
+pub use headroom_core::report::{Bandwidth, Device as ReportDevice, Memory, Pools, Report, Vmm, SCHEMA_VERSION};
 
 /// Why the probe could not measure; each has its own exit code (probe/README.md).
 #[derive(Debug)]
@@ -156,12 +90,13 @@ fn gib(bytes: u64) -> String {
     format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
-impl Report {
-    pub fn to_table(&self) -> String {
-        let d = &self.device;
-        let m = &self.memory;
-        let b = &self.bandwidth;
-        let f = &self.fragmentation;
+/// The readable report: one aligned row per measurement.
+pub fn table(report: &Report) -> String {
+    {
+        let d = &report.device;
+        let m = &report.memory;
+        let b = &report.bandwidth;
+        let f = &report.fragmentation;
         let mut rows = vec![
             ("GPU".to_string(), format!("#{} {}", d.index, d.name)),
             ("Compute capability".into(), d.compute_capability.clone()),
@@ -173,17 +108,17 @@ impl Report {
             ("Usable by one process".into(), gib(m.usable_bytes)),
             ("Largest single allocation".into(), gib(m.largest_allocation_bytes)),
         ];
-        for l in &self.latency {
+        for l in &report.latency {
             rows.push((format!("cuMemAlloc / cuMemFree {} MiB", l.bytes >> 20), format!("{:.1} µs / {:.1} µs (median of {})", l.alloc_us, l.free_us, l.samples)));
         }
-        for p in &self.pools.alloc_async {
+        for p in &report.pools.alloc_async {
             rows.push((
                 format!("cuMemAllocAsync {} MiB", p.bytes >> 20),
                 format!("{:.1} µs new, {:.1} µs from the pool, free {:.1} µs", p.first_us, p.reuse_us, p.free_us),
             ));
         }
-        rows.push(("VMM granularity".into(), format!("{} KiB (recommended {} KiB)", self.vmm.granularity_bytes >> 10, self.vmm.recommended_granularity_bytes >> 10)));
-        for v in &self.vmm.map {
+        rows.push(("VMM granularity".into(), format!("{} KiB (recommended {} KiB)", report.vmm.granularity_bytes >> 10, report.vmm.recommended_granularity_bytes >> 10)));
+        for v in &report.vmm.map {
             rows.push((
                 format!("cuMemCreate+Map {} MiB", v.bytes >> 20),
                 format!(
@@ -214,7 +149,7 @@ impl Report {
                 ),
             ),
             ("Memory left behind".into(), gib(m.free_bytes_with_context.saturating_sub(m.free_bytes_after))),
-            ("Run time".into(), format!("{:.1} s", self.run_seconds)),
+            ("Run time".into(), format!("{:.1} s", report.run_seconds)),
         ]);
         let width = rows.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
         rows.iter().map(|(k, v)| format!("{k:<width$}  {v}\n")).collect()

@@ -48,12 +48,12 @@ pub fn run<D: Device>(dev: &mut D, index: u32, install_id: &str, progress: &mut 
     let free_after = dev.free_bytes().map_err(step)?;
     Ok(Report {
         schema_version: SCHEMA_VERSION,
-        probe_version: env!("CARGO_PKG_VERSION"),
+        probe_version: env!("CARGO_PKG_VERSION").to_string(),
         run_seconds: (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
-        device: Device_ {
+        device: ReportDevice {
             uuid_hash: crate::identity::uuid_hash(install_id, &id.uuid),
             install_id: install_id.to_string(),
-            index,
+            index: u64::from(index),
             name: id.name,
             compute_capability: id.compute_capability,
             driver_cuda_version: id.driver_cuda_version,
