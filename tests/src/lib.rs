@@ -106,11 +106,17 @@ pub struct Server {
 
 impl Server {
     pub fn start(site: &Path, db: &Path) -> Server {
+        Server::start_with(site, db, &[])
+    }
+
+    /// With extra `dataset serve` flags (e.g. `--rate-limit 0`).
+    pub fn start_with(site: &Path, db: &Path, extra: &[&str]) -> Server {
         let mut child = Command::new(bin("dataset", "dataset"))
             .args(["serve", "--addr", "127.0.0.1:0", "--db"])
             .arg(db)
             .arg("--site")
             .arg(site)
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -126,7 +132,7 @@ impl Server {
         Server { url, db: db.to_path_buf(), child: Guard(child) }
     }
 
-    /// Stops the server (for offline tests); the port stops answering.
+    /// Stops the server with SIGKILL (no chance to clean up); the port stops answering.
     pub fn stop(&mut self) {
         let _ = self.child.0.kill();
         let _ = self.child.0.wait();

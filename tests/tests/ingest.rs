@@ -8,13 +8,13 @@
 //! site; review → aggregate → check → build puts the evidence into the built data; the OpenAPI
 //! file matches the live routes; the probe (simulated device) submits to the server.
 
-use std::io::{BufRead, BufReader};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use headroom_e2e::{bin, copy_tree, repo_root, Guard, TempDir};
+use headroom_e2e::{bin, copy_tree, repo_root, Server, TempDir};
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 /// `dataset serve` with its own SQLite file, a stub site and extra flags.
 struct Ingest {
     url: String,
-    child: Guard,
+    server: Server,
     _site: TempDir,
 }
 
@@ -32,25 +32,8 @@ impl Ingest {
     fn start(db: &Path, extra: &[&str]) -> Ingest {
         let site = TempDir::new("ingest-site");
         std::fs::write(site.path().join("index.html"), "<!doctype html><title>Headroom</title>").unwrap();
-        let mut child = Command::new(bin("dataset", "dataset"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
-            .arg(db)
-            .arg("--site")
-            .arg(site.path())
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("dataset serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://127.0.0.1:"))
-            .unwrap_or_else(|| panic!("serve did not print its address: {line:?}"))
-            .trim_end_matches('/')
-            .to_string();
-        Ingest { url, child: Guard(child), _site: site }
+        let server = Server::start_with(site.path(), db, extra);
+        Ingest { url: server.url.clone(), server, _site: site }
     }
 
     /// Without a rate limit (most tests send many documents from one address).
@@ -64,8 +47,7 @@ impl Ingest {
 
     /// SIGKILL, no chance to clean up.
     fn kill_9(&mut self) {
-        let _ = self.child.0.kill();
-        let _ = self.child.0.wait();
+        self.server.stop();
     }
 }
 
