@@ -912,53 +912,9 @@ mod tests {
     use super::*;
     use crate::{Segment, SourceKind};
 
-    /// A complete report of schema version 1 for an H200, as `probe --json` writes it.
+    /// The real report `probe --json` wrote on an H200 (dataset/measurements/probe/).
     pub(crate) fn example() -> Value {
-        serde_json::json!({
-            "schema_version": 1,
-            "probe_version": "0.1.0",
-            "run_seconds": 41.5,
-            "device": {
-                "install_id": "ae39b77ff706462bb4444d672a7cc7e0",
-                "uuid_hash": "41d619d979cb82eee6e90c73f8148556",
-                "index": 0,
-                "name": "NVIDIA H200",
-                "compute_capability": "9.0",
-                "driver_cuda_version": "13.0",
-                "pci_bus_id": "0000:00:06.0"
-            },
-            "memory": {
-                "total_bytes": 150109880320u64,
-                "free_bytes_with_context": 149557477376u64,
-                "context_bytes": 552402944u64,
-                "largest_allocation_bytes": 149518548992u64,
-                "usable_bytes": 149554200576u64,
-                "free_bytes_after": 149557477376u64
-            },
-            "latency": [
-                {"bytes": 2097152, "alloc_us": 46.563, "free_us": 37.261, "samples": 20},
-                {"bytes": 8589934592u64, "alloc_us": 24904.37, "free_us": 5009.394, "samples": 20}
-            ],
-            "pools": {
-                "release_threshold_bytes": 18446744073709551615u64,
-                "alloc_async": [{"bytes": 2097152, "first_us": 120.5, "reuse_us": 3.2, "free_us": 2.1, "samples": 20}]
-            },
-            "vmm": {
-                "granularity_bytes": 2097152,
-                "recommended_granularity_bytes": 2097152,
-                "map": [{"bytes": 2097152, "create_us": 30.0, "reserve_us": 5.0, "map_us": 4.0, "access_us": 20.0,
-                         "unmap_us": 10.0, "release_us": 12.0, "samples": 20}]
-            },
-            "bandwidth": {
-                "bytes": 268435456,
-                "h2d_pinned_gbs": 55.06,
-                "d2h_pinned_gbs": 55.10,
-                "h2d_pageable_gbs": 7.84,
-                "d2h_pageable_gbs": 10.51,
-                "d2d_gbs": 2083.09
-            },
-            "fragmentation": {"block_bytes": 268435456, "blocks": 278, "free_bytes": 112244948992u64, "largest_bytes": 112206020608u64}
-        })
+        serde_json::from_str(include_str!("../../measurements/probe/h200-example.json")).expect("h200-example.json is JSON")
     }
 
     fn gpu(id: &str, name: &str, memory_gb: f64, cc: &str, bw: Option<f64>, interface: &str) -> Gpu {
@@ -1194,7 +1150,7 @@ mod tests {
         assert_eq!(u.probe_versions, vec!["0.1.0".to_string(), "0.2.0".to_string()]);
         assert_eq!(u.unit, "B");
         let lat = aggs.iter().find(|x| x.gpu == "h200" && x.measurement == "alloc_2mib_us").unwrap();
-        assert_eq!(lat.median, 46.563);
+        assert_eq!(lat.median, example()["latency"][0]["alloc_us"].as_f64().unwrap());
         assert!(aggs.iter().any(|x| x.gpu == "rtx-4090" && x.submitters == 1));
         assert_eq!(aggs.iter().filter(|x| x.gpu == "h200").count(), MEASUREMENTS.len());
     }
