@@ -65,18 +65,35 @@ impl FreeSet {
         }
     }
 
+    #[inline]
     pub fn insert(&mut self, size: u64, addr: u64, block: u32) {
         let b = bucket_of(size);
         let v = &mut self.buckets[b];
+        self.len += 1;
+        if v.is_empty() {
+            // most buckets hold at most one block
+            v.push((size, addr, block));
+            self.mark(b);
+            return;
+        }
         let pos = v.partition_point(|e| (e.0, e.1) < (size, addr));
         v.insert(pos, (size, addr, block));
-        self.len += 1;
-        self.mark(b);
     }
 
+    #[inline]
     pub fn remove(&mut self, size: u64, addr: u64) -> Option<u32> {
         let b = bucket_of(size);
         let v = &mut self.buckets[b];
+        if v.len() == 1 {
+            let e = v[0];
+            if e.0 == size && e.1 == addr {
+                v.clear();
+                self.unmark(b);
+                self.len -= 1;
+                return Some(e.2);
+            }
+            return None;
+        }
         let pos = v.partition_point(|e| (e.0, e.1) < (size, addr));
         if pos < v.len() && v[pos].0 == size && v[pos].1 == addr {
             let e = v.remove(pos);

@@ -29,24 +29,74 @@ pub const NIL: u32 = u32::MAX;
 /// state: 0 inactive, 1 allocated, 2 pending free)).
 pub type SegmentView = (u64, u64, bool, Vec<(u64, u64, u8)>);
 
-#[derive(Clone, Debug)]
+/// A block: 32 bytes, one per half cache line (the replay's hot data). What a block needs only
+/// in one state lives beside it in `Native::aux` (the requested size while allocated, the GC age
+/// base while free).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(32))]
 struct Block {
     addr: u64,
     size: u64,
-    requested: u64,
-    stream: u64,
     prev: u32,
     next: u32,
     /// Index into `segs` for expandable-segment blocks, else NIL.
     seg: u32,
-    gc_base: i64,
-    small: bool,
-    allocated: bool,
-    /// Always true outside expandable segments.
-    mapped: bool,
-    /// Freed by the user but not yet reusable (`event_count > 0`: a `free_requested` whose
-    /// `free_completed` has not come yet).
-    pending: bool,
+    /// Dense stream index (`Native::stream_ids`).
+    stream: u16,
+    /// `F_SMALL | F_ALLOCATED | F_MAPPED | F_PENDING`.
+    flags: u8,
+}
+
+const F_SMALL: u8 = 1;
+const F_ALLOCATED: u8 = 2;
+/// Always set outside expandable segments.
+const F_MAPPED: u8 = 4;
+/// Freed by the user but not yet reusable (`event_count > 0`: a `free_requested` whose
+/// `free_completed` has not come yet).
+const F_PENDING: u8 = 8;
+
+impl Block {
+    #[inline]
+    fn new(addr: u64, size: u64, stream: u16, seg: u32, small: bool, mapped: bool) -> Self {
+        Block {
+            addr,
+            size,
+            prev: NIL,
+            next: NIL,
+            seg,
+            stream,
+            flags: if small { F_SMALL } else { 0 } | if mapped { F_MAPPED } else { 0 },
+        }
+    }
+    #[inline]
+    fn small(&self) -> bool {
+        self.flags & F_SMALL != 0
+    }
+    #[inline]
+    fn allocated(&self) -> bool {
+        self.flags & F_ALLOCATED != 0
+    }
+    #[inline]
+    fn mapped(&self) -> bool {
+        self.flags & F_MAPPED != 0
+    }
+    #[inline]
+    fn pending(&self) -> bool {
+        self.flags & F_PENDING != 0
+    }
+    /// Neither allocated nor waiting for its free to complete.
+    #[inline]
+    fn idle(&self) -> bool {
+        self.flags & (F_ALLOCATED | F_PENDING) == 0
+    }
+    #[inline]
+    fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag
+        } else {
+            self.flags &= !flag
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -60,8 +110,10 @@ struct StreamPool {
 
 #[derive(Debug)]
 struct Pool {
-    /// Ascending stream id (the C++ set orders by stream first).
+    /// One per stream, by dense stream index.
     streams: Vec<StreamPool>,
+    /// Dense stream indices in ascending stream id (the C++ set orders by stream first).
+    order: Vec<usize>,
     /// `get_free_blocks_call_count`: the GC clock, ticking only while GC is enabled.
     gc_calls: i64,
 }
@@ -70,35 +122,27 @@ impl Pool {
     fn new() -> Self {
         Pool {
             streams: Vec::new(),
+            order: Vec::new(),
             gc_calls: 0,
         }
     }
 
-    #[inline]
-    fn find(&self, stream: u64) -> Option<usize> {
-        self.streams.iter().position(|s| s.stream == stream)
-    }
-
-    fn find_or_insert(&mut self, stream: u64) -> usize {
-        if let Some(i) = self.find(stream) {
-            return i;
-        }
-        let pos = self.streams.partition_point(|s| s.stream < stream);
-        self.streams.insert(
-            pos,
-            StreamPool {
-                stream,
-                ..StreamPool::default()
-            },
-        );
-        pos
+    fn add_stream(&mut self, stream: u64) {
+        let i = self.streams.len();
+        self.streams.push(StreamPool {
+            stream,
+            ..StreamPool::default()
+        });
+        let streams = &self.streams;
+        let pos = self.order.partition_point(|&j| streams[j].stream < stream);
+        self.order.insert(pos, i);
     }
 
     /// Every free mapped block in (stream, size, addr) order.
     fn all_blocks(&self) -> Vec<u32> {
-        self.streams
+        self.order
             .iter()
-            .flat_map(|s| s.blocks.iter().map(|e| e.2))
+            .flat_map(|&i| self.streams[i].blocks.iter().map(|e| e.2))
             .collect()
     }
 }
@@ -137,10 +181,21 @@ pub struct Native {
     max_non_split_rounding_size: u64,
     large_segment_size: u64,
     gc_threshold: f64,
+    /// `allowed_memory_maximum.is_some() && gc_threshold > 0`.
+    gc_on: bool,
+    /// Some `roundup_power2_divisions` entry above 1 (else `round_size` is the 512-byte round).
+    any_divisions: bool,
     expandable: bool,
     divisions: [u64; 16],
     blocks: Vec<Block>,
+    /// Beside each block: the requested size while it is allocated, the GC age base
+    /// (`gc_count_base`) while it is free and GC is enabled.
+    aux: Vec<u64>,
     free_slots: Vec<u32>,
+    /// Stream ids by dense index (blocks and pools use the index).
+    stream_ids: Vec<u64>,
+    /// Dense index of the stream of the last malloc.
+    last_stream: usize,
     small: Pool,
     large: Pool,
     segs: Vec<ExpSeg>,
@@ -168,10 +223,15 @@ impl Native {
             max_non_split_rounding_size: conf.max_non_split_rounding_size,
             large_segment_size: conf.large_segment_size,
             gc_threshold: conf.garbage_collection_threshold,
+            gc_on: false,
+            any_divisions: conf.roundup_power2_divisions.iter().any(|&d| d > 1),
             expandable: conf.expandable_segments,
             divisions: conf.roundup_power2_divisions,
             blocks: Vec::with_capacity(1024),
+            aux: Vec::with_capacity(1024),
             free_slots: Vec::new(),
+            stream_ids: Vec::new(),
+            last_stream: 0,
             small: Pool::new(),
             large: Pool::new(),
             segs: Vec::new(),
@@ -199,15 +259,30 @@ impl Native {
         if fraction < 1.0 {
             self.allowed_memory_maximum = Some((fraction * self.device.total as f64) as u64);
         }
+        let was_on = self.gc_on;
+        self.gc_on = self.allowed_memory_maximum.is_some() && self.gc_threshold > 0.0;
+        if self.gc_on && !was_on {
+            // `aux` holds GC age bases only while GC is on: stamp the blocks already free with
+            // the clock they were filed at (it does not tick while GC is off).
+            for small in [true, false] {
+                let pool = if small { &self.small } else { &self.large };
+                let calls = pool.gc_calls as u64;
+                for b in pool.all_blocks() {
+                    self.aux[b as usize] = calls;
+                }
+            }
+        }
     }
 
     pub fn allowed_memory_maximum(&self) -> Option<u64> {
         self.allowed_memory_maximum
     }
 
+    /// GC runs only with a threshold and a fraction below 1 (fixed for a replay once the
+    /// fraction is set).
     #[inline]
     fn gc_enabled(&self) -> bool {
-        self.allowed_memory_maximum.is_some() && self.gc_threshold > 0.0
+        self.gc_on
     }
 
     #[inline]
@@ -223,6 +298,9 @@ impl Native {
     pub fn round_size(&self, size: u64) -> u64 {
         if size < K_MIN_BLOCK_SIZE {
             return K_MIN_BLOCK_SIZE;
+        }
+        if !self.any_divisions {
+            return K_MIN_BLOCK_SIZE * size.div_ceil(K_MIN_BLOCK_SIZE);
         }
         let log_size = 63 - size.leading_zeros() as u64;
         let index = log_size.saturating_sub(20).min(15) as usize;
@@ -253,8 +331,32 @@ impl Native {
             i
         } else {
             self.blocks.push(b);
+            self.aux.push(0);
             (self.blocks.len() - 1) as u32
         }
+    }
+
+    /// The dense index of `stream`, registering it with both pools the first time.
+    #[inline]
+    fn stream_index(&mut self, stream: u64) -> u16 {
+        if self.stream_ids.get(self.last_stream) == Some(&stream) {
+            return self.last_stream as u16;
+        }
+        let i = match self.stream_ids.iter().position(|&s| s == stream) {
+            Some(i) => i,
+            None => {
+                assert!(
+                    self.stream_ids.len() < u16::MAX as usize,
+                    "more than 65535 streams"
+                );
+                self.stream_ids.push(stream);
+                self.small.add_stream(stream);
+                self.large.add_stream(stream);
+                self.stream_ids.len() - 1
+            }
+        };
+        self.last_stream = i;
+        i as u16
     }
 
     fn delete_block(&mut self, i: u32) {
@@ -287,47 +389,58 @@ impl Native {
     }
 
     /// `BlockPool::insert_into_blocks`: stamps the GC age base.
+    #[inline]
     fn insert_into_blocks(&mut self, i: u32) {
-        let (small, stream, size, addr) = {
-            let b = self.b(i);
-            (b.small, b.stream, b.size, b.addr)
-        };
-        let pool = self.pool_mut(small);
+        let Block {
+            flags,
+            stream,
+            size,
+            addr,
+            ..
+        } = *self.b(i);
+        let gc = self.gc_enabled();
+        let pool = self.pool_mut(flags & F_SMALL != 0);
         let calls = pool.gc_calls;
-        let s = pool.find_or_insert(stream);
-        pool.streams[s].blocks.insert(size, addr, i);
-        self.bm(i).gc_base = calls;
+        pool.streams[stream as usize].blocks.insert(size, addr, i);
+        if gc {
+            self.aux[i as usize] = calls as u64;
+        }
     }
 
+    #[inline]
     fn remove_from_blocks(&mut self, i: u32) {
-        let (small, stream, size, addr) = {
-            let b = self.b(i);
-            (b.small, b.stream, b.size, b.addr)
-        };
-        let pool = self.pool_mut(small);
-        let s = pool.find(stream).expect("stream pool");
-        let removed = pool.streams[s].blocks.remove(size, addr);
+        let Block {
+            flags,
+            stream,
+            size,
+            addr,
+            ..
+        } = *self.b(i);
+        let pool = self.pool_mut(flags & F_SMALL != 0);
+        let removed = pool.streams[stream as usize].blocks.remove(size, addr);
         debug_assert_eq!(removed, Some(i));
     }
 
     fn insert_unmapped(&mut self, i: u32) {
-        let (small, stream, addr) = {
-            let b = self.b(i);
-            (b.small, b.stream, b.addr)
-        };
-        let pool = self.pool_mut(small);
-        let s = pool.find_or_insert(stream);
-        pool.streams[s].unmapped.insert(addr, i);
+        let Block {
+            flags,
+            stream,
+            addr,
+            ..
+        } = *self.b(i);
+        let pool = self.pool_mut(flags & F_SMALL != 0);
+        pool.streams[stream as usize].unmapped.insert(addr, i);
     }
 
     fn remove_unmapped(&mut self, i: u32) {
-        let (small, stream, addr) = {
-            let b = self.b(i);
-            (b.small, b.stream, b.addr)
-        };
-        let pool = self.pool_mut(small);
-        let s = pool.find(stream).expect("stream pool");
-        let removed = pool.streams[s].unmapped.remove(&addr);
+        let Block {
+            flags,
+            stream,
+            addr,
+            ..
+        } = *self.b(i);
+        let pool = self.pool_mut(flags & F_SMALL != 0);
+        let removed = pool.streams[stream as usize].unmapped.remove(&addr);
         debug_assert_eq!(removed, Some(i));
     }
 
@@ -345,16 +458,13 @@ impl Native {
 
     #[inline]
     fn allocatable(&self, i: u32) -> bool {
-        i != NIL && {
-            let b = self.b(i);
-            !b.allocated && !b.pending
-        }
+        i != NIL && self.b(i).idle()
     }
 
     #[inline]
     fn gc_count(&self, i: u32, calls: i64) -> u64 {
         // static_cast<int>(pool->get_free_blocks_call_count - gc_count_base), returned as size_t
-        ((calls - self.b(i).gc_base) as i32) as i64 as u64
+        ((calls - self.aux[i as usize] as i64) as i32) as i64 as u64
     }
 
     // ---- malloc ------------------------------------------------------------------------------
@@ -368,6 +478,7 @@ impl Native {
         if orig_size == 0 {
             return Ok(NIL);
         }
+        let stream = self.stream_index(stream);
         let size = self.round_size(orig_size);
         let small = size <= K_SMALL_SIZE;
         let alloc_size = self.allocation_size(size);
@@ -409,7 +520,7 @@ impl Native {
 
     /// `get_free_block`: best fit on the request's stream, with the expandable-segment tail
     /// heuristic and the two oversize rules, looking only at the lower-bound candidate.
-    fn get_free_block(&mut self, small: bool, stream: u64, size: u64, es: bool) -> Option<u32> {
+    fn get_free_block(&mut self, small: bool, stream: u16, size: u64, es: bool) -> Option<u32> {
         let gc = self.gc_enabled();
         let pool = if small {
             &mut self.small
@@ -419,12 +530,12 @@ impl Native {
         if gc {
             pool.gc_calls += 1;
         }
-        let s = pool.find(stream)?;
+        let s = stream as usize;
         let blocks = &self.blocks;
         let exp_size = |i: u32| {
             let b = &blocks[i as usize];
             b.size
-                + if b.next != NIL && !blocks[b.next as usize].mapped {
+                + if b.next != NIL && !blocks[b.next as usize].mapped() {
                     blocks[b.next as usize].size
                 } else {
                     0
@@ -471,7 +582,7 @@ impl Native {
     fn should_split(&self, block: u32, size: u64, es: bool) -> bool {
         let b = self.b(block);
         let remaining = b.size - size;
-        if b.small || es {
+        if b.small() || es {
             remaining >= K_MIN_BLOCK_SIZE
         } else {
             size < self.max_split_size && remaining > K_SMALL_SIZE
@@ -483,28 +594,18 @@ impl Native {
         let already_split = self.is_split(block);
         let (small, expandable) = {
             let b = self.b(block);
-            (b.small, b.seg != NIL)
+            (b.small(), b.seg != NIL)
         };
         let mut blk = block;
         if split {
             let rem = block;
-            let (r_addr, r_stream, r_prev, r_seg, r_small) = {
-                let r = self.b(rem);
-                (r.addr, r.stream, r.prev, r.seg, r.small)
-            };
+            let r = *self.b(rem);
+            let r_prev = r.prev;
             let nb = self.new_block(Block {
-                addr: r_addr,
                 size,
-                requested: 0,
-                stream: r_stream,
-                prev: r_prev,
                 next: rem,
-                seg: r_seg,
-                gc_base: 0,
-                small: r_small,
-                allocated: false,
-                mapped: true,
-                pending: false,
+                flags: r.flags & F_SMALL | F_MAPPED,
+                ..r
             });
             if r_prev != NIL {
                 self.bm(r_prev).next = nb;
@@ -531,10 +632,10 @@ impl Native {
         }
         let bsize = {
             let b = self.bm(blk);
-            b.allocated = true;
-            b.requested = orig_size;
+            b.set(F_ALLOCATED, true);
             b.size
         };
+        self.aux[blk as usize] = orig_size;
         let st = &mut self.stats;
         st.allocation.increase(small, 1);
         st.allocated_bytes.increase(small, bsize);
@@ -552,7 +653,7 @@ impl Native {
     fn alloc_block(
         &mut self,
         small: bool,
-        stream: u64,
+        stream: u16,
         size: u64,
         alloc_size: u64,
         es: bool,
@@ -571,20 +672,7 @@ impl Native {
         }
         let addr = self.device.malloc(alloc_size)?;
         self.total_allocated_memory += alloc_size;
-        let nb = self.new_block(Block {
-            addr,
-            size: alloc_size,
-            requested: 0,
-            stream,
-            prev: NIL,
-            next: NIL,
-            seg: NIL,
-            gc_base: 0,
-            small,
-            allocated: false,
-            mapped: true,
-            pending: false,
-        });
+        let nb = self.new_block(Block::new(addr, alloc_size, stream, NIL, small, true));
         self.stats.segment.increase(small, 1);
         self.stats.reserved_bytes.increase(small, alloc_size);
         if alloc_size >= self.max_split_size {
@@ -600,10 +688,10 @@ impl Native {
     /// `find_expandable_block`: the lowest address (per stream, pool) where free and unmapped
     /// blocks together hold `size`; a new segment (VA reservation of 1.125 x device memory) if
     /// none.
-    fn find_expandable_block(&mut self, small: bool, stream: u64, size: u64) -> u32 {
+    fn find_expandable_block(&mut self, small: bool, stream: u16, size: u64) -> u32 {
         let pool = if small { &self.small } else { &self.large };
-        if let Some(s) = pool.find(stream) {
-            for &c0 in pool.streams[s].unmapped.values() {
+        {
+            for &c0 in pool.streams[stream as usize].unmapped.values() {
                 let mut c = c0;
                 let p = self.b(c).prev;
                 if self.allocatable(p) {
@@ -636,20 +724,7 @@ impl Native {
             page,
         });
         let seg = (self.segs.len() - 1) as u32;
-        let cand = self.new_block(Block {
-            addr: base,
-            size: va_size,
-            requested: 0,
-            stream,
-            prev: NIL,
-            next: NIL,
-            seg,
-            gc_base: 0,
-            small,
-            allocated: false,
-            mapped: false,
-            pending: false,
-        });
+        let cand = self.new_block(Block::new(base, va_size, stream, seg, small, false));
         self.insert_unmapped(cand);
         cand
     }
@@ -659,7 +734,7 @@ impl Native {
     fn map_block(&mut self, to_map: u32, size: u64) -> bool {
         let (addr, bsize, seg, small, stream) = {
             let b = self.b(to_map);
-            (b.addr, b.size, b.seg, b.small, b.stream)
+            (b.addr, b.size, b.seg, b.small(), b.stream)
         };
         let ExpSeg { base, page, .. } = self.segs[seg as usize];
         let begin = (addr - base) / page;
@@ -673,23 +748,17 @@ impl Native {
         }
         let mapped = n * page;
         self.remove_unmapped(to_map);
-        self.bm(to_map).mapped = true;
+        self.bm(to_map).set(F_MAPPED, true);
         if mapped < bsize {
             let next = self.b(to_map).next;
-            let rem = self.new_block(Block {
-                addr: addr + mapped,
-                size: bsize - mapped,
-                requested: 0,
+            let rem = self.new_block(Block::new(
+                addr + mapped,
+                bsize - mapped,
                 stream,
-                prev: NIL,
-                next: NIL,
                 seg,
-                gc_base: 0,
                 small,
-                allocated: false,
-                mapped: false,
-                pending: false,
-            });
+                false,
+            ));
             self.splice(rem, to_map, next);
             self.insert_unmapped(rem);
             self.bm(to_map).size = mapped;
@@ -710,11 +779,11 @@ impl Native {
     fn try_allocate_expandable_block(
         &mut self,
         small: bool,
-        stream: u64,
+        stream: u16,
         size: u64,
     ) -> Option<u32> {
         let mut cand = self.find_expandable_block(small, stream, size);
-        if !self.b(cand).mapped {
+        if !self.b(cand).mapped() {
             let m = self.b(cand).size.min(size);
             if !self.map_block(cand, m) {
                 return None;
@@ -737,7 +806,7 @@ impl Native {
     fn unmap_block(&mut self, block: u32) {
         let (addr, size, seg, small, stream) = {
             let b = self.b(block);
-            (b.addr, b.size, b.seg, b.small, b.stream)
+            (b.addr, b.size, b.seg, b.small(), b.stream)
         };
         let ExpSeg { base, page, .. } = self.segs[seg as usize];
         let begin = (addr - base).div_ceil(page);
@@ -751,20 +820,7 @@ impl Native {
         let usize_ = n * page;
         self.remove_from_blocks(block);
         let before = uptr - addr;
-        let mk = |addr, size| Block {
-            addr,
-            size,
-            requested: 0,
-            stream,
-            prev: NIL,
-            next: NIL,
-            seg,
-            gc_base: 0,
-            small,
-            allocated: false,
-            mapped: true,
-            pending: false,
-        };
+        let mk = |addr, size| Block::new(addr, size, stream, seg, small, true);
         if before > 0 {
             let prev = self.b(block).prev;
             let bf = self.new_block(mk(addr, before));
@@ -782,7 +838,7 @@ impl Native {
             let b = self.bm(block);
             b.addr = uptr;
             b.size = usize_;
-            b.mapped = false;
+            b.set(F_MAPPED, false);
         }
         let p = self.b(block).prev;
         self.try_merge_blocks(block, p);
@@ -817,10 +873,10 @@ impl Native {
         }
         let (small, size) = {
             let b = self.bm(block);
-            debug_assert!(b.allocated);
-            b.allocated = false;
-            b.pending = true;
-            (b.small, b.size)
+            debug_assert!(b.allocated());
+            b.set(F_ALLOCATED, false);
+            b.set(F_PENDING, true);
+            (b.small(), b.size)
         };
         self.stats.allocation.decrease(small, 1);
         self.stats.allocated_bytes.decrease(small, size);
@@ -833,13 +889,13 @@ impl Native {
     /// The block's last stream use completed (`free_block`): it merges and becomes reusable.
     /// A no-op if a release already synchronized it.
     pub fn free_completed(&mut self, block: u32) {
-        if block == NIL || !self.b(block).pending {
+        if block == NIL || !self.b(block).pending() {
             return;
         }
         if let Some(p) = self.pending.iter().rposition(|&x| x == block) {
             self.pending.swap_remove(p);
         }
-        self.bm(block).pending = false;
+        self.bm(block).set(F_PENDING, false);
         self.free_block(block);
     }
 
@@ -850,9 +906,9 @@ impl Native {
         }
         let (small, size) = {
             let b = self.bm(block);
-            debug_assert!(b.allocated);
-            b.allocated = false;
-            (b.small, b.size)
+            debug_assert!(b.allocated());
+            b.set(F_ALLOCATED, false);
+            (b.small(), b.size)
         };
         self.stats.allocation.decrease(small, 1);
         self.stats.allocated_bytes.decrease(small, size);
@@ -864,10 +920,11 @@ impl Native {
 
     /// `free_block`.
     fn free_block(&mut self, block: u32) {
-        let (orig_size, requested, small, prev, next) = {
+        let (orig_size, small, prev, next) = {
             let b = self.b(block);
-            (b.size, b.requested, b.small, b.prev, b.next)
+            (b.size, b.small(), b.prev, b.next)
         };
+        let requested = self.aux[block as usize];
         let mut net_blocks: i64 = 0;
         let mut net_size: i64 = 0;
         for cand in [prev, next] {
@@ -901,17 +958,18 @@ impl Native {
     }
 
     /// `try_merge_blocks`: `dst` absorbs a free neighbour with the same mapped state.
+    #[inline]
     fn try_merge_blocks(&mut self, dst: u32, src: u32) -> u64 {
         if src == NIL {
             return 0;
         }
         {
             let s = self.b(src);
-            if s.allocated || s.pending || self.b(dst).mapped != s.mapped {
+            if !s.idle() || self.b(dst).mapped() != s.mapped() {
                 return 0;
             }
         }
-        if self.b(src).mapped {
+        if self.b(src).mapped() {
             self.remove_from_blocks(src);
         } else {
             self.remove_unmapped(src);
@@ -985,17 +1043,14 @@ impl Native {
 
     /// `release_available_cached_blocks`: with `max_split_size` set, free the smallest oversize
     /// block that covers the request, else the largest ones until they add up to it.
-    fn release_available_cached_blocks(&mut self, small: bool, stream: u64, size: u64) -> bool {
+    fn release_available_cached_blocks(&mut self, small: bool, stream: u16, size: u64) -> bool {
         let ms = self.max_split_size;
         if ms == u64::MAX {
             return false;
         }
         let key_size = if size < ms { ms } else { size };
         let pool = if small { &self.small } else { &self.large };
-        let Some(s) = pool.find(stream) else {
-            return false;
-        };
-        let sp = &pool.streams[s];
+        let sp = &pool.streams[stream as usize];
         let first = sp.blocks.lower_bound(key_size).map(|p| sp.blocks.get(p).2);
         let mut candidates = Vec::new();
         if first.is_none_or(|b| self.blocks[b as usize].seg != NIL) {
@@ -1030,8 +1085,8 @@ impl Native {
     fn release_cached_blocks(&mut self) {
         self.stats.num_sync_all_streams += 1;
         for b in std::mem::take(&mut self.pending) {
-            if self.b(b).pending {
-                self.bm(b).pending = false;
+            if self.b(b).pending() {
+                self.bm(b).set(F_PENDING, false);
                 self.free_block(b);
             }
         }
@@ -1067,7 +1122,7 @@ impl Native {
     fn release_block(&mut self, block: u32) {
         let (addr, size, small) = {
             let b = self.b(block);
-            (b.addr, b.size, b.small)
+            (b.addr, b.size, b.small())
         };
         self.stats.num_device_free += 1;
         self.log(1, addr, size);
@@ -1107,18 +1162,18 @@ impl Native {
         let mut out = Vec::new();
         for (i, b) in self.blocks.iter().enumerate() {
             let i = i as u32;
-            if live.contains(&i) || b.prev != NIL || !b.mapped {
+            if live.contains(&i) || b.prev != NIL || !b.mapped() {
                 continue;
             }
             // a head of a contiguous mapped run
             let mut blocks = Vec::new();
             let mut x = i;
             let mut total = 0;
-            while x != NIL && self.b(x).mapped {
+            while x != NIL && self.b(x).mapped() {
                 let bb = self.b(x);
-                let state = if bb.allocated {
+                let state = if bb.allocated() {
                     1
-                } else if bb.pending {
+                } else if bb.pending() {
                     2
                 } else {
                     0
@@ -1132,17 +1187,17 @@ impl Native {
         // mapped runs inside expandable segments that follow an unmapped block
         for (i, b) in self.blocks.iter().enumerate() {
             let i = i as u32;
-            if live.contains(&i) || b.prev == NIL || !b.mapped || self.b(b.prev).mapped {
+            if live.contains(&i) || b.prev == NIL || !b.mapped() || self.b(b.prev).mapped() {
                 continue;
             }
             let mut blocks = Vec::new();
             let mut x = i;
             let mut total = 0;
-            while x != NIL && self.b(x).mapped {
+            while x != NIL && self.b(x).mapped() {
                 let bb = self.b(x);
-                let state = if bb.allocated {
+                let state = if bb.allocated() {
                     1
-                } else if bb.pending {
+                } else if bb.pending() {
                     2
                 } else {
                     0
@@ -1166,18 +1221,18 @@ impl Native {
                 for (size, addr, b) in sp.blocks.iter() {
                     let bb = self.b(b);
                     if (size, addr) != (bb.size, bb.addr)
-                        || bb.small != small
-                        || bb.stream != sp.stream
+                        || bb.small() != small
+                        || self.stream_ids[bb.stream as usize] != sp.stream
                     {
                         return Err(format!("block {b} filed under a stale key"));
                     }
-                    if bb.allocated || bb.pending || !bb.mapped {
+                    if bb.allocated() || bb.pending() || !bb.mapped() {
                         return Err(format!("block {b} in the free set but not free"));
                     }
                     in_pool.insert(b);
                 }
                 for (&a, &b) in &sp.unmapped {
-                    if a != self.b(b).addr || self.b(b).mapped {
+                    if a != self.b(b).addr || self.b(b).mapped() {
                         return Err(format!("unmapped block {b} misfiled"));
                     }
                 }
@@ -1196,13 +1251,13 @@ impl Native {
                     return Err(format!("block {i}: broken next link"));
                 }
             }
-            if b.mapped {
+            if b.mapped() {
                 reserved += b.size;
             }
-            if b.allocated {
+            if b.allocated() {
                 allocated += b.size;
             }
-            if b.mapped && !b.allocated && !b.pending && !in_pool.contains(&i) {
+            if b.mapped() && !b.allocated() && !b.pending() && !in_pool.contains(&i) {
                 return Err(format!("free block {i} is in no pool"));
             }
         }
