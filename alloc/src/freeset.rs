@@ -3,23 +3,44 @@
 //! Same order and the same queries as the allocator's `std::set<Block*, BlockComparatorSize>`
 //! (lower bound, the next entry, the entries below a key in reverse, all in order), built as a
 //! two-level bitmap over size buckets (64 buckets per power of two, as in TLSF allocators), each
-//! bucket a short vector sorted by (size, address). Finding the lower bound is two bit scans and
-//! one binary search in a bucket; no tree to walk, no allocation once the buckets have grown.
+//! bucket sorted by (size, address). Finding the lower bound is two bit scans and one search in a
+//! bucket; no tree to walk. Most buckets hold one or two blocks: those live inside the bucket
+//! itself (one cache line), larger ones spill into a vector that is reused once emptied.
 
 /// (size, address, block)
 pub type Entry = (u64, u64, u32);
 
 const SUB: u32 = 6; // 64 buckets per power of two
 const LEVELS: usize = 55; // sizes from 512 (2^9) to 2^63
+/// Entries a bucket holds in place before it spills.
+const INLINE: usize = 2;
 
 /// A position: (bucket, index in the bucket).
 pub type Pos = (usize, usize);
+
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Bucket {
+    inline: [Entry; INLINE],
+    len: u32,
+    /// Index into `FreeSet::spills` while `len > INLINE`.
+    spill: u32,
+}
+
+const EMPTY: Bucket = Bucket {
+    inline: [(0, 0, 0); INLINE],
+    len: 0,
+    spill: 0,
+};
 
 #[derive(Debug, Clone)]
 pub struct FreeSet {
     l1: u64,
     l2: [u64; LEVELS],
-    buckets: Vec<Vec<Entry>>,
+    buckets: Vec<Bucket>,
+    spills: Vec<Vec<Entry>>,
+    /// Spill vectors not in use (kept for their capacity).
+    idle_spills: Vec<u32>,
     len: usize,
 }
 
@@ -28,7 +49,9 @@ impl Default for FreeSet {
         FreeSet {
             l1: 0,
             l2: [0; LEVELS],
-            buckets: vec![Vec::new(); LEVELS * 64],
+            buckets: vec![EMPTY; LEVELS * 64],
+            spills: Vec::new(),
+            idle_spills: Vec::new(),
             len: 0,
         }
     }
@@ -40,6 +63,11 @@ fn bucket_of(size: u64) -> usize {
     let f = 63 - s.leading_zeros();
     let sub = (s >> (f - SUB)) & 63;
     ((f - 9) as usize) * 64 + sub as usize
+}
+
+#[inline]
+fn key(e: &Entry) -> (u64, u64) {
+    (e.0, e.1)
 }
 
 impl FreeSet {
@@ -65,46 +93,88 @@ impl FreeSet {
         }
     }
 
+    /// The entries of bucket `b`, in order.
+    #[inline]
+    fn slice(&self, b: usize) -> &[Entry] {
+        let k = &self.buckets[b];
+        let n = k.len as usize;
+        if n <= INLINE {
+            &k.inline[..n]
+        } else {
+            &self.spills[k.spill as usize]
+        }
+    }
+
     #[inline]
     pub fn insert(&mut self, size: u64, addr: u64, block: u32) {
         let b = bucket_of(size);
-        let v = &mut self.buckets[b];
+        let e = (size, addr, block);
         self.len += 1;
-        if v.is_empty() {
-            // most buckets hold at most one block
-            v.push((size, addr, block));
-            self.mark(b);
+        let k = &mut self.buckets[b];
+        let n = k.len as usize;
+        if n < INLINE {
+            let mut i = n;
+            while i > 0 && key(&k.inline[i - 1]) > (size, addr) {
+                k.inline[i] = k.inline[i - 1];
+                i -= 1;
+            }
+            k.inline[i] = e;
+            k.len += 1;
+            if n == 0 {
+                self.mark(b);
+            }
             return;
         }
-        let pos = v.partition_point(|e| (e.0, e.1) < (size, addr));
-        v.insert(pos, (size, addr, block));
+        if n == INLINE {
+            let idx = match self.idle_spills.pop() {
+                Some(i) => i,
+                None => {
+                    self.spills.push(Vec::new());
+                    (self.spills.len() - 1) as u32
+                }
+            };
+            let v = &mut self.spills[idx as usize];
+            v.extend_from_slice(&k.inline);
+            k.spill = idx;
+        }
+        k.len += 1;
+        let v = &mut self.spills[k.spill as usize];
+        let pos = v.partition_point(|x| key(x) < (size, addr));
+        v.insert(pos, e);
     }
 
     #[inline]
     pub fn remove(&mut self, size: u64, addr: u64) -> Option<u32> {
         let b = bucket_of(size);
-        let v = &mut self.buckets[b];
-        if v.len() == 1 {
-            let e = v[0];
-            if e.0 == size && e.1 == addr {
-                v.clear();
-                self.unmark(b);
-                self.len -= 1;
-                return Some(e.2);
+        let k = &mut self.buckets[b];
+        let n = k.len as usize;
+        if n <= INLINE {
+            let pos = (0..n).find(|&i| key(&k.inline[i]) == (size, addr))?;
+            let e = k.inline[pos];
+            for i in pos..n - 1 {
+                k.inline[i] = k.inline[i + 1];
             }
+            k.len -= 1;
+            self.len -= 1;
+            if n == 1 {
+                self.unmark(b);
+            }
+            return Some(e.2);
+        }
+        let v = &mut self.spills[k.spill as usize];
+        let pos = v.partition_point(|x| key(x) < (size, addr));
+        if pos >= v.len() || key(&v[pos]) != (size, addr) {
             return None;
         }
-        let pos = v.partition_point(|e| (e.0, e.1) < (size, addr));
-        if pos < v.len() && v[pos].0 == size && v[pos].1 == addr {
-            let e = v.remove(pos);
-            if v.is_empty() {
-                self.unmark(b);
-            }
-            self.len -= 1;
-            Some(e.2)
-        } else {
-            None
+        let e = v.remove(pos);
+        k.len -= 1;
+        self.len -= 1;
+        if k.len as usize == INLINE {
+            k.inline.copy_from_slice(&v[..INLINE]);
+            v.clear();
+            self.idle_spills.push(k.spill);
         }
+        Some(e.2)
     }
 
     /// The first non-empty bucket at or after `from`.
@@ -162,7 +232,7 @@ impl FreeSet {
     #[inline]
     pub fn lower_bound(&self, size: u64) -> Option<Pos> {
         let b = bucket_of(size);
-        let v = &self.buckets[b];
+        let v = self.slice(b);
         let pos = v.partition_point(|e| e.0 < size);
         if pos < v.len() {
             return Some((b, pos));
@@ -172,12 +242,12 @@ impl FreeSet {
 
     #[inline]
     pub fn get(&self, p: Pos) -> Entry {
-        self.buckets[p.0][p.1]
+        self.slice(p.0)[p.1]
     }
 
     #[inline]
     pub fn next(&self, p: Pos) -> Option<Pos> {
-        if p.1 + 1 < self.buckets[p.0].len() {
+        if p.1 + 1 < self.slice(p.0).len() {
             return Some((p.0, p.1 + 1));
         }
         self.next_bucket(p.0 + 1).map(|nb| (nb, 0))
@@ -187,12 +257,12 @@ impl FreeSet {
     pub fn below_rev(&self, size: u64) -> Vec<Entry> {
         let mut out = Vec::new();
         let b = bucket_of(size);
-        let v = &self.buckets[b];
+        let v = self.slice(b);
         let pos = v.partition_point(|e| e.0 < size);
         out.extend(v[..pos].iter().rev().copied());
         let mut cur = b;
         while let Some(pb) = self.prev_bucket(cur) {
-            out.extend(self.buckets[pb].iter().rev().copied());
+            out.extend(self.slice(pb).iter().rev().copied());
             cur = pb;
         }
         out
@@ -204,9 +274,10 @@ impl FreeSet {
         let mut i = 0usize;
         std::iter::from_fn(move || {
             let b = cur?;
-            let e = self.buckets[b][i];
+            let v = self.slice(b);
+            let e = v[i];
             i += 1;
-            if i >= self.buckets[b].len() {
+            if i >= v.len() {
                 cur = self.next_bucket(b + 1);
                 i = 0;
             }
@@ -232,12 +303,15 @@ mod tests {
         };
         let mut fs = FreeSet::default();
         let mut bt: BTreeSet<(u64, u64)> = BTreeSet::new();
-        for step in 0..20_000u32 {
+        for step in 0..40_000u32 {
             let r = rnd();
-            let size = match r % 4 {
+            let size = match r % 6 {
                 0 => 512 * (1 + rnd() % 64),
                 1 => 512 * (1 + rnd() % 4096),
                 2 => (1 << 20) * (1 + rnd() % 200),
+                // many blocks of one size: buckets that spill and fold back in place
+                3 => 2 << 20,
+                4 => 512 * (1 + rnd() % 3),
                 _ => 512 * (1 + rnd() % (1 << 22)),
             };
             if r % 3 != 0 || bt.is_empty() {
@@ -261,7 +335,7 @@ mod tests {
                 let want2 = bt.range((q, 0)..).nth(1).copied();
                 assert_eq!(fs.next(p).map(|p| (fs.get(p).0, fs.get(p).1)), want2);
             }
-            if step % 1000 == 0 {
+            if step % 500 == 0 {
                 let all: Vec<(u64, u64)> = fs.iter().map(|e| (e.0, e.1)).collect();
                 assert_eq!(all, bt.iter().copied().collect::<Vec<_>>());
                 let below: Vec<(u64, u64)> = fs.below_rev(q).iter().map(|e| (e.0, e.1)).collect();
