@@ -27,7 +27,8 @@
 //! On the probe's 200-step mixed sequence this reproduces the final reserved bytes exactly and
 //! is within 96 MiB (one to three 32 MiB chunks) at every step.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::device::Device;
 use crate::freeset::FreeSet;
@@ -49,10 +50,34 @@ pub struct AsyncOom {
     pub limit: u64,
 }
 
+/// Offsets are multiples of 512 and distinct keys: one multiply spreads them well enough, and
+/// the replay needs no protection against adversarial keys.
+#[derive(Default, Clone, Copy)]
+struct OffsetHasher(u64);
+
+impl Hasher for OffsetHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type OffsetMap = HashMap<u64, u64, BuildHasherDefault<OffsetHasher>>;
+
 #[derive(Clone, Debug)]
 pub struct AsyncPool {
-    /// Free ranges inside the pool: start -> len.
-    free_by_addr: BTreeMap<u64, u64>,
+    /// Free ranges inside the pool, by start: start -> len. Free ranges never touch (they
+    /// coalesce), so a neighbour is an exact lookup by start or by end.
+    free_by_start: OffsetMap,
+    /// The same ranges by end: end -> start.
+    free_by_end: OffsetMap,
     /// (len, start) for best fit.
     free_by_size: FreeSet,
     /// End of the pool's range (= reserved bytes).
@@ -72,7 +97,8 @@ impl AsyncPool {
             None => u64::MAX,
         };
         AsyncPool {
-            free_by_addr: BTreeMap::new(),
+            free_by_start: OffsetMap::default(),
+            free_by_end: OffsetMap::default(),
             free_by_size: FreeSet::default(),
             end: 0,
             used: 0,
@@ -90,26 +116,32 @@ impl AsyncPool {
     fn add_free(&mut self, start: u64, len: u64) {
         let mut s = start;
         let mut l = len;
-        if let Some((&ps, &pl)) = self.free_by_addr.range(..start).next_back()
-            && ps + pl == start
-        {
-            self.free_by_addr.remove(&ps);
+        if let Some(ps) = self.free_by_end.remove(&start) {
+            let pl = start - ps;
+            self.free_by_start.remove(&ps);
             self.free_by_size.remove(pl, ps);
             s = ps;
             l += pl;
         }
-        if let Some(&nl) = self.free_by_addr.get(&(start + len)) {
-            self.free_by_addr.remove(&(start + len));
+        if let Some(nl) = self.free_by_start.remove(&(start + len)) {
+            self.free_by_end.remove(&(start + len + nl));
             self.free_by_size.remove(nl, start + len);
             l += nl;
         }
-        self.free_by_addr.insert(s, l);
+        self.free_by_start.insert(s, l);
+        self.free_by_end.insert(s + l, s);
         self.free_by_size.insert(l, s, 0);
     }
 
     fn take_free(&mut self, start: u64, len: u64) {
-        self.free_by_addr.remove(&start);
+        self.free_by_start.remove(&start);
+        self.free_by_end.remove(&(start + len));
         self.free_by_size.remove(len, start);
+    }
+
+    /// The free range that ends at the pool's end, if any: (start, len).
+    fn tail_free(&self) -> Option<(u64, u64)> {
+        self.free_by_end.get(&self.end).map(|&s| (s, self.end - s))
     }
 
     /// `mallocAsync`: the offset inside the pool, or the OOM.
@@ -137,14 +169,9 @@ impl AsyncPool {
             s
         } else {
             // extend the pool at its end, using the free range that ends there
-            let tail = self
-                .free_by_addr
-                .range(..self.end)
-                .next_back()
-                .map(|(&s, &l)| (s, l));
-            let start = match tail {
-                Some((s, l)) if s + l == self.end => s,
-                _ => self.end,
+            let start = match self.tail_free() {
+                Some((s, _)) => s,
+                None => self.end,
             };
             let new_end = (start + sz).div_ceil(CHUNK) * CHUNK;
             let grow = new_end - self.end;
@@ -177,9 +204,7 @@ impl AsyncPool {
 
     /// `emptyCache`: `cudaDeviceSynchronize` + `cudaMemPoolTrimTo(pool, 0)`.
     pub fn empty_cache(&mut self) {
-        if let Some((&s, &l)) = self.free_by_addr.range(..self.end).next_back()
-            && s + l == self.end
-        {
+        if let Some((s, l)) = self.tail_free() {
             let new_end = s.div_ceil(CHUNK) * CHUNK;
             if new_end < self.end {
                 self.take_free(s, l);
