@@ -690,23 +690,21 @@ impl Native {
     /// none.
     fn find_expandable_block(&mut self, small: bool, stream: u16, size: u64) -> u32 {
         let pool = if small { &self.small } else { &self.large };
-        {
-            for &c0 in pool.streams[stream as usize].unmapped.values() {
-                let mut c = c0;
-                let p = self.b(c).prev;
-                if self.allocatable(p) {
-                    c = p;
-                }
-                // has_available_address_space
-                let mut bytes = 0u64;
-                let mut x = c;
-                while bytes < size && self.allocatable(x) {
-                    bytes += self.b(x).size;
-                    x = self.b(x).next;
-                }
-                if bytes >= size {
-                    return c;
-                }
+        for &c0 in pool.streams[stream as usize].unmapped.values() {
+            let mut c = c0;
+            let p = self.b(c).prev;
+            if self.allocatable(p) {
+                c = p;
+            }
+            // has_available_address_space
+            let mut bytes = 0u64;
+            let mut x = c;
+            while bytes < size && self.allocatable(x) {
+                bytes += self.b(x).size;
+                x = self.b(x).next;
+            }
+            if bytes >= size {
+                return c;
             }
         }
         let page = if small {

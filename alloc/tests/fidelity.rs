@@ -5,19 +5,14 @@
 //! replays each (trace, config, cap) case with the same environment (device total, fraction or
 //! device-free memory), prints the side-by-side table and asserts, for every case:
 //! * out of memory or not, and the failing event: identical;
-//! * peak reserved bytes: within 2 %.
-//!
-//! Peak allocated bytes (which include unsplit remainders, so they follow the block choices)
-//! are compared too and differences are printed, not asserted.
+//! * peak reserved bytes: within 2 %;
+//! * peak allocated bytes (which include unsplit remainders, so they follow every block choice):
+//!   identical.
 //!
 //! `backend:cudaMallocAsync` cases: PyTorch's side of that backend is exact (used bytes, the
 //! fraction limit), the driver's pool is not documented and only approximated (alloc/README.md).
 //! So their OOM must match under fraction caps and their peak allocated must be identical; their
 //! peak reserved and their OOM under device-free caps are printed ("approx") but not asserted.
-//!
-//! Known divergences (listed in `KNOWN`, printed, not counted as failures; any other difference
-//! fails): cases where the driver's address choices, which the model only approximates (see
-//! alloc/README.md), change a best-fit tie and with it the rest of the run.
 //!
 //! No results, no pass: a missing or empty results directory fails.
 
@@ -25,15 +20,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use headroom_alloc::{Options, config, replay, trace};
-
-/// (trace, config, cap kind, cap GiB, why)
-const KNOWN: &[(&str, &str, &str, u64, &str)] = &[(
-    "churn",
-    "gc_0.6_max_split_256",
-    "fraction",
-    8,
-    "after ~1,400 cudaMalloc/cudaFree calls (GC frees segments), the driver reuses freed addresses differently from the model; OOM at event 45784 instead of 52831",
-)];
 
 fn results_dir() -> PathBuf {
     if let Ok(d) = std::env::var("HEADROOM_ALLOC_RESULTS") {
@@ -57,7 +43,6 @@ struct Row {
     real_retries: u64,
     sim_retries: u64,
     approx: bool,
-    known: bool,
     ok: bool,
     why: String,
 }
@@ -89,7 +74,6 @@ fn simulator_matches_pytorch_2_11() {
     let mut traces: HashMap<String, trace::Trace> = HashMap::new();
     let mut rows = Vec::new();
     let mut errors = Vec::new();
-    let mut alloc_diffs: Vec<String> = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
         for (ln, line) in text.lines().enumerate() {
@@ -149,21 +133,10 @@ fn simulator_matches_pytorch_2_11() {
                 ));
             }
             if !is_async && out.peak_allocated != real_alloc {
-                alloc_diffs.push(format!(
-                    "{} {} {}: peak allocated {} vs real {real_alloc}",
-                    rec["trace"], rec["config"], cap_kind, out.peak_allocated
+                why.push(format!(
+                    "peak allocated {} != real {real_alloc}",
+                    out.peak_allocated
                 ));
-            }
-            let known = KNOWN.iter().find(|k| {
-                k.0 == name
-                    && k.1 == rec["config"].as_str().unwrap()
-                    && k.2 == cap_kind
-                    && k.3 == rec["cap_bytes"].as_u64().unwrap() >> 30
-            });
-            if let Some(k) = known
-                && !why.is_empty()
-            {
-                why = vec![format!("KNOWN DIVERGENCE ({}): {}", k.4, why.join("; "))];
             }
             let cap = match cap_kind {
                 "none" => "none".to_string(),
@@ -180,7 +153,6 @@ fn simulator_matches_pytorch_2_11() {
                 real_retries,
                 sim_retries: out.num_alloc_retries,
                 approx: is_async,
-                known: known.is_some() && !why.is_empty(),
                 ok: why.is_empty(),
                 why: why.join("; "),
             });
@@ -213,24 +185,18 @@ fn simulator_matches_pytorch_2_11() {
             (r.sim_peak as f64 - r.real_peak as f64) / r.real_peak.max(1) as f64 * 100.0,
             r.real_retries,
             r.sim_retries,
-            match (r.ok, r.approx, r.known) {
-                (true, false, _) => "ok".to_string(),
-                (true, true, _) => "ok (approx: reserved not asserted)".to_string(),
-                (false, _, true) => r.why.clone(),
+            match (r.ok, r.approx) {
+                (true, false) => "ok".to_string(),
+                (true, true) => "ok (approx: reserved not asserted)".to_string(),
                 _ => format!("FAIL {}", r.why),
             }
         );
     }
-    for d in &alloc_diffs {
-        println!("note (not asserted): {d}");
-    }
-    let failed: Vec<&Row> = rows.iter().filter(|r| !r.ok && !r.known).collect();
-    let known = rows.iter().filter(|r| r.known).count();
+    let failed: Vec<&Row> = rows.iter().filter(|r| !r.ok).collect();
     println!(
-        "{} cases, {} match, {} known divergences, {} differ, {} GPU errors",
+        "{} cases, {} match, {} differ, {} GPU errors",
         rows.len(),
-        rows.len() - failed.len() - known,
-        known,
+        rows.len() - failed.len(),
         failed.len(),
         errors.len()
     );
