@@ -21,25 +21,14 @@ fn main() {
     n.segment_log = Some(Vec::new());
     let mut h = vec![headroom_alloc::native::NIL; t.num_ids as usize];
     for e in &t.events {
-        match e.op {
-            trace::OP_ALLOC => match n.malloc(e.size, e.stream) {
-                Ok(b) => h[e.id as usize] = b,
-                Err(_) => break,
-            },
-            trace::OP_FREE => n.free(h[e.id as usize]),
-            trace::OP_FREE_REQUESTED => n.free_requested(h[e.id as usize]),
-            trace::OP_FREE_COMPLETED => n.free_completed(h[e.id as usize]),
-            trace::OP_EMPTY_CACHE => n.empty_cache(),
-            _ => {}
+        if n.step(e, &mut h).is_err() {
+            break;
         }
     }
-    let names = [
-        "segment_alloc",
-        "segment_free",
-        "segment_map",
-        "segment_unmap",
-    ];
     for (k, addr, size, n_alloc) in n.segment_log.take().unwrap() {
-        println!("[\"{}\",{addr},{size},{n_alloc}]", names[k as usize]);
+        println!(
+            "[\"{}\",{addr},{size},{n_alloc}]",
+            headroom_alloc::native::SEGMENT_EVENTS[k as usize]
+        );
     }
 }

@@ -116,19 +116,9 @@ fn replay_native(trace: &Trace, opts: &Options, device: Device) -> Outcome {
     let mut replayed = 0u64;
     for e in &trace.events {
         replayed += 1;
-        match e.op {
-            OP_ALLOC => match a.malloc(e.size, e.stream) {
-                Ok(h) => handles[e.id as usize] = h,
-                Err(k) => {
-                    oom = Some((e, k));
-                    break;
-                }
-            },
-            OP_FREE => a.free(handles[e.id as usize]),
-            OP_FREE_REQUESTED => a.free_requested(handles[e.id as usize]),
-            OP_FREE_COMPLETED => a.free_completed(handles[e.id as usize]),
-            OP_EMPTY_CACHE => a.empty_cache(),
-            _ => {}
+        if let Err(k) = a.step(e, &mut handles) {
+            oom = Some((e, k));
+            break;
         }
     }
     let s = &a.stats;

@@ -25,6 +25,14 @@ pub const ONE_EXA_BYTES: u64 = 1 << 60;
 
 pub const NIL: u32 = u32::MAX;
 
+/// The kinds in `Native::segment_log`, as PyTorch's trace entries name them.
+pub const SEGMENT_EVENTS: [&str; 4] = [
+    "segment_alloc",
+    "segment_free",
+    "segment_map",
+    "segment_unmap",
+];
+
 /// A segment as a snapshot shows it: (address, total size, expandable, blocks as (address, size,
 /// state: 0 inactive, 1 allocated, 2 pending free)).
 pub type SegmentView = (u64, u64, bool, Vec<(u64, u64, u8)>);
@@ -1138,6 +1146,24 @@ impl Native {
     /// `torch.cuda.empty_cache()`.
     pub fn empty_cache(&mut self) {
         self.release_cached_blocks();
+    }
+
+    /// One trace event; `handles` maps the trace's allocation ids to blocks. An allocation that
+    /// fails returns why (and leaves `handles` as it was).
+    #[inline]
+    pub fn step(&mut self, e: &crate::trace::Event, handles: &mut [u32]) -> Result<(), OomKind> {
+        use crate::trace::{
+            OP_ALLOC, OP_EMPTY_CACHE, OP_FREE, OP_FREE_COMPLETED, OP_FREE_REQUESTED,
+        };
+        match e.op {
+            OP_ALLOC => handles[e.id as usize] = self.malloc(e.size, e.stream)?,
+            OP_FREE => self.free(handles[e.id as usize]),
+            OP_FREE_REQUESTED => self.free_requested(handles[e.id as usize]),
+            OP_FREE_COMPLETED => self.free_completed(handles[e.id as usize]),
+            OP_EMPTY_CACHE => self.empty_cache(),
+            _ => {}
+        }
+        Ok(())
     }
 
     // ---- inspection ---------------------------------------------------------------------------

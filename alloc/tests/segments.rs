@@ -4,7 +4,7 @@
 //! run but one (see alloc/README.md, "Addresses").
 
 use headroom_alloc::device::Device;
-use headroom_alloc::native::{NIL, Native};
+use headroom_alloc::native::{NIL, Native, SEGMENT_EVENTS};
 use headroom_alloc::{config, trace};
 
 const H200: u64 = 150_109_880_320;
@@ -19,77 +19,72 @@ fn conf_of(name: &str) -> &'static str {
     }
 }
 
+/// Every recorded run (`replay_torch.py --segments` on the H200), in file order.
+fn recordings() -> Vec<serde_json::Value> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity/measured/segments");
+    let mut runs = Vec::new();
+    for f in [
+        "h200-2.11-segments.jsonl",
+        "h200-2.11-segments-gc-roundup.jsonl",
+    ] {
+        let text = std::fs::read_to_string(dir.join(f)).unwrap();
+        runs.extend(text.lines().map(|l| serde_json::from_str(l).unwrap()));
+    }
+    runs
+}
+
 #[test]
 fn segment_operations_match_the_recordings() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity");
     let mut runs = 0;
     let mut diverged = Vec::new();
-    for f in [
-        "h200-2.11-segments.jsonl",
-        "h200-2.11-segments-gc-roundup.jsonl",
-    ] {
-        let text = std::fs::read_to_string(dir.join("measured/segments").join(f)).unwrap();
-        for line in text.lines() {
-            let r: serde_json::Value = serde_json::from_str(line).unwrap();
-            let name = r["trace"].as_str().unwrap();
-            let t = trace::parse(
-                &std::fs::read(dir.join("traces").join(format!("{name}.json"))).unwrap(),
-            )
-            .unwrap();
-            let conf = config::parse(conf_of(r["config"].as_str().unwrap())).unwrap();
-            let fraction = r["cap_bytes"].as_u64().unwrap() as f64 / H200 as f64;
-            let mut a = Native::new(&conf, Device::new(H200, H200), Some(fraction));
-            a.segment_log = Some(Vec::new());
-            let mut h = vec![NIL; t.num_ids as usize];
-            for e in &t.events {
-                match e.op {
-                    trace::OP_ALLOC => match a.malloc(e.size, e.stream) {
-                        Ok(b) => h[e.id as usize] = b,
-                        Err(_) => break,
-                    },
-                    trace::OP_FREE => a.free(h[e.id as usize]),
-                    _ => {}
-                }
+    for r in recordings() {
+        let name = r["trace"].as_str().unwrap();
+        let t =
+            trace::parse(&std::fs::read(dir.join("traces").join(format!("{name}.json"))).unwrap())
+                .unwrap();
+        let conf = config::parse(conf_of(r["config"].as_str().unwrap())).unwrap();
+        let fraction = r["cap_bytes"].as_u64().unwrap() as f64 / H200 as f64;
+        let mut a = Native::new(&conf, Device::new(H200, H200), Some(fraction));
+        a.segment_log = Some(Vec::new());
+        let mut h = vec![NIL; t.num_ids as usize];
+        for e in &t.events {
+            if a.step(e, &mut h).is_err() {
+                break;
             }
-            let names = [
-                "segment_alloc",
-                "segment_free",
-                "segment_map",
-                "segment_unmap",
-            ];
-            let ours: Vec<(String, u64, u64)> = a
-                .segment_log
-                .take()
-                .unwrap()
-                .into_iter()
-                .map(|(k, _, size, n)| (names[k as usize].to_string(), size, n))
-                .collect();
-            let real: Vec<(String, u64, u64)> = r["segment_events"]
-                .as_array()
-                .unwrap()
+        }
+        let ours: Vec<(String, u64, u64)> = a
+            .segment_log
+            .take()
+            .unwrap()
+            .into_iter()
+            .map(|(k, _, size, n)| (SEGMENT_EVENTS[k as usize].to_string(), size, n))
+            .collect();
+        let real: Vec<(String, u64, u64)> = r["segment_events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e[0].as_str().unwrap().to_string(),
+                    e[2].as_u64().unwrap(),
+                    e[3].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        runs += 1;
+        if ours != real {
+            let at = ours
                 .iter()
-                .map(|e| {
-                    (
-                        e[0].as_str().unwrap().to_string(),
-                        e[2].as_u64().unwrap(),
-                        e[3].as_u64().unwrap(),
-                    )
-                })
-                .collect();
-            runs += 1;
-            if ours != real {
-                let at = ours
-                    .iter()
-                    .zip(&real)
-                    .position(|(x, y)| x != y)
-                    .unwrap_or(ours.len().min(real.len()));
-                diverged.push(format!(
-                    "{name} {} {}G: first difference at driver operation {at} of {}",
-                    r["config"],
-                    r["cap_bytes"].as_u64().unwrap() >> 30,
-                    real.len()
-                ));
-            }
+                .zip(&real)
+                .position(|(x, y)| x != y)
+                .unwrap_or(ours.len().min(real.len()));
+            diverged.push(format!(
+                "{name} {} {}G: first difference at driver operation {at} of {}",
+                r["config"],
+                r["cap_bytes"].as_u64().unwrap() >> 30,
+                real.len()
+            ));
         }
     }
     for d in &diverged {
@@ -107,35 +102,28 @@ fn segment_operations_match_the_recordings() {
 fn segment_addresses_match_the_driver() {
     const M: u64 = 1 << 20;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity/measured");
-    let mut recordings = Vec::new();
-    for f in [
-        "h200-2.11-segments.jsonl",
-        "h200-2.11-segments-gc-roundup.jsonl",
-    ] {
-        let text = std::fs::read_to_string(dir.join("segments").join(f)).unwrap();
-        for line in text.lines() {
-            let r: serde_json::Value = serde_json::from_str(line).unwrap();
-            let key = format!(
-                "[\"{}\", \"{}\", {}]",
-                r["trace"].as_str().unwrap(),
-                r["config"].as_str().unwrap(),
-                r["cap_bytes"].as_u64().unwrap() >> 30
-            );
-            let ops: Vec<(bool, u64, u64)> = r["segment_events"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|e| matches!(e[0].as_str(), Some("segment_alloc" | "segment_free")))
-                .map(|e| {
-                    (
-                        e[0] == "segment_alloc",
-                        e[1].as_u64().unwrap(),
-                        e[2].as_u64().unwrap(),
-                    )
-                })
-                .collect();
-            recordings.push((key, ops));
-        }
+    let mut runs = Vec::new();
+    for r in recordings() {
+        let key = format!(
+            "[\"{}\", \"{}\", {}]",
+            r["trace"].as_str().unwrap(),
+            r["config"].as_str().unwrap(),
+            r["cap_bytes"].as_u64().unwrap() >> 30
+        );
+        let ops: Vec<(bool, u64, u64)> = r["segment_events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| matches!(e[0].as_str(), Some("segment_alloc" | "segment_free")))
+            .map(|e| {
+                (
+                    e[0] == "segment_alloc",
+                    e[1].as_u64().unwrap(),
+                    e[2].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        runs.push((key, ops));
     }
     // Replays `ops[..prefix]`, the model choosing every address; returns the model's device,
     // how many allocations landed where the driver put them (relative to the first segment)
@@ -168,7 +156,7 @@ fn segment_addresses_match_the_driver() {
         ("[\"churn\", \"gc_0.6_max_split_256\", 8]", 66),
         ("[\"churn\", \"gc_0.6_max_split_256\", 2]", 12),
     ];
-    for (key, ops) in recordings.iter().filter(|(_, o)| !o.is_empty()) {
+    for (key, ops) in runs.iter().filter(|(_, o)| !o.is_empty()) {
         let (_, agree, n, _) = replay(ops, ops.len());
         println!("{key}: the first {agree} of {n} segments where the driver put them");
         match part.iter().find(|p| p.0 == key) {
@@ -188,7 +176,7 @@ fn segment_addresses_match_the_driver() {
         let (Some(probe), Some(at)) = (r["probe"].as_u64(), r["at"].as_i64()) else {
             continue;
         };
-        let ops = &recordings.iter().find(|(k, _)| k == key).unwrap().1;
+        let ops = &runs.iter().find(|(k, _)| k == key).unwrap().1;
         let prefix: usize = prefix.parse().unwrap();
         let (mut d, hit, n, ob) = replay(ops, prefix);
         assert_eq!(hit, n, "{key} prefix {prefix}: the prefix itself differs");
