@@ -49,7 +49,9 @@ impl Default for FreeSet {
         FreeSet {
             l1: 0,
             l2: [0; LEVELS],
-            buckets: vec![EMPTY; LEVELS * 64],
+            // allocated by the first insert: a stream's pool that never holds a free block costs
+            // nothing
+            buckets: Vec::new(),
             spills: Vec::new(),
             idle_spills: Vec::new(),
             len: 0,
@@ -96,7 +98,9 @@ impl FreeSet {
     /// The entries of bucket `b`, in order.
     #[inline]
     fn slice(&self, b: usize) -> &[Entry] {
-        let k = &self.buckets[b];
+        let Some(k) = self.buckets.get(b) else {
+            return &[];
+        };
         let n = k.len as usize;
         if n <= INLINE {
             &k.inline[..n]
@@ -110,6 +114,9 @@ impl FreeSet {
         let b = bucket_of(size);
         let e = (size, addr, block);
         self.len += 1;
+        if self.buckets.is_empty() {
+            self.buckets = vec![EMPTY; LEVELS * 64];
+        }
         let k = &mut self.buckets[b];
         let n = k.len as usize;
         if n < INLINE {
@@ -146,7 +153,7 @@ impl FreeSet {
     #[inline]
     pub fn remove(&mut self, size: u64, addr: u64) -> Option<u32> {
         let b = bucket_of(size);
-        let k = &mut self.buckets[b];
+        let k = self.buckets.get_mut(b)?;
         let n = k.len as usize;
         if n <= INLINE {
             let pos = (0..n).find(|&i| key(&k.inline[i]) == (size, addr))?;

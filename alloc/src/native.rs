@@ -353,9 +353,10 @@ impl Native {
         let i = match self.stream_ids.iter().position(|&s| s == stream) {
             Some(i) => i,
             None => {
+                // traces hold at most trace::MAX_STREAMS; direct callers get a clear panic
                 assert!(
                     self.stream_ids.len() < u16::MAX as usize,
-                    "more than 65535 streams"
+                    "more than 65535 CUDA streams"
                 );
                 self.stream_ids.push(stream);
                 self.small.add_stream(stream);

@@ -248,7 +248,7 @@ pub fn parse_json(bytes: &[u8]) -> Result<Trace, TraceError> {
             });
         }
     }
-    Ok(Trace {
+    check_streams(Trace {
         num_ids: live.len() as u32,
         events,
         device_total: raw.device_total,
@@ -257,6 +257,25 @@ pub fn parse_json(bytes: &[u8]) -> Result<Trace, TraceError> {
         recorded_conf: None,
         source_events: raw.events.len(),
     })
+}
+
+/// Most distinct CUDA streams a trace may use (PyTorch's own stream pools hold 32 per priority;
+/// every stream costs the simulator a free-block index per pool).
+pub const MAX_STREAMS: usize = 256;
+
+fn check_streams(t: Trace) -> Result<Trace, TraceError> {
+    let mut seen: Vec<u64> = Vec::new();
+    for e in &t.events {
+        if !seen.contains(&e.stream) {
+            if seen.len() == MAX_STREAMS {
+                return Err(err(format!(
+                    "the trace uses more than {MAX_STREAMS} distinct CUDA streams; the simulator replays at most {MAX_STREAMS}"
+                )));
+            }
+            seen.push(e.stream);
+        }
+    }
+    Ok(t)
 }
 
 // ---- pickle -----------------------------------------------------------------------------------
@@ -780,7 +799,7 @@ pub fn parse_snapshot(bytes: &[u8], device: Option<usize>) -> Result<Trace, Trac
         .and_then(|s| pk.dict_get(s, "PYTORCH_CUDA_ALLOC_CONF"))
         .and_then(|i| pk.as_str(i))
         .map(str::to_string);
-    Ok(Trace {
+    check_streams(Trace {
         events: all,
         num_ids: next_id,
         device_total,

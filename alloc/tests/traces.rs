@@ -12,6 +12,35 @@ fn fidelity(name: &str) -> std::path::PathBuf {
 }
 
 #[test]
+fn too_many_streams_is_an_error_not_a_memory_blow_up() {
+    let events: Vec<String> = (0..=trace::MAX_STREAMS)
+        .map(|i| format!("[\"a\", {i}, 512, {i}]"))
+        .collect();
+    let json = format!("{{\"events\": [{}]}}", events.join(","));
+    let e = trace::parse(json.as_bytes()).unwrap_err();
+    assert!(
+        e.message.contains("more than 256 distinct CUDA streams"),
+        "{e}"
+    );
+    // at the limit it replays
+    let json = format!(
+        "{{\"events\": [{}]}}",
+        events[..trace::MAX_STREAMS].join(",")
+    );
+    let t = trace::parse(json.as_bytes()).unwrap();
+    let out = headroom_alloc::replay(
+        &t,
+        &headroom_alloc::Options::new(headroom_alloc::config::parse("").unwrap(), 8 << 30),
+    );
+    assert_eq!(out.peak_allocated, 256 * 512);
+    assert_eq!(
+        out.peak_reserved,
+        256 * (2 << 20),
+        "one small segment per stream"
+    );
+}
+
+#[test]
 fn json_events_and_errors() {
     let t = trace::parse(br#"{"name": "x", "events": [["a", 7, 100], ["a", "k", 5, 3], ["f", 7, 100], ["e"], ["a", 7, 9]], "device_total": 1024}"#).unwrap();
     assert_eq!(t.events.len(), 5);
