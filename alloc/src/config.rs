@@ -266,6 +266,27 @@ impl Tokenizer {
         }
     }
 
+    /// The end of one `key:value` entry in every pass: past the `,` (checked) to the next key.
+    fn next_entry(&self, i: usize) -> Result<usize, ConfigError> {
+        let mut i = i;
+        if i + 1 < self.len() {
+            i += 1;
+            self.check_token(i)?;
+        }
+        Ok(i + 1)
+    }
+
+    /// A key this pass does not handle: skipped if the other config object knows it, else
+    /// `Unrecognized key '…' in {which} allocator config.`
+    fn other_key(&self, i: usize, key: &str, which: &str) -> Result<usize, ConfigError> {
+        if !ACCELERATOR_KEYS.contains(&key) && !CUDA_KEYS.contains(&key) {
+            return Err(value_error(format!(
+                "Unrecognized key '{key}' in {which} allocator config."
+            )));
+        }
+        self.skip_key(i)
+    }
+
     /// `skipKey`: from a key to the index of its value (or of the `]` closing a list).
     fn skip_key(&self, i: usize) -> Result<usize, ConfigError> {
         let mut i = i + 1;
@@ -500,11 +521,7 @@ pub fn parse(env: &str) -> Result<AllocConf, ConfigError> {
         } else {
             i = t.skip_key(i)?;
         }
-        if i + 1 < t.len() {
-            i += 1;
-            t.check_token(i)?;
-        }
-        i += 1;
+        i = t.next_entry(i)?;
     }
     t.abort = false;
 
@@ -635,20 +652,9 @@ fn parse_cuda(t: &Tokenizer, conf: &mut AllocConf) -> Result<(), ConfigError> {
                 conf.per_process_memory_fraction = v;
                 used_native_specific = true;
             }
-            _ => {
-                if !ACCELERATOR_KEYS.contains(&key) && !CUDA_KEYS.contains(&key) {
-                    return Err(value_error(format!(
-                        "Unrecognized key '{key}' in CUDA allocator config."
-                    )));
-                }
-                i = t.skip_key(i)?;
-            }
+            _ => i = t.other_key(i, key, "CUDA")?,
         }
-        if i + 1 < t.len() {
-            i += 1;
-            t.check_token(i)?;
-        }
-        i += 1;
+        i = t.next_entry(i)?;
     }
     if used_async && used_native_specific {
         conf.warnings.push(
@@ -728,20 +734,9 @@ fn parse_accelerator(t: &Tokenizer, conf: &mut AllocConf) -> Result<(), ConfigEr
                 i += 1;
                 conf.pinned_use_background_threads = t.to_bool(i)?;
             }
-            _ => {
-                if !ACCELERATOR_KEYS.contains(&key) && !CUDA_KEYS.contains(&key) {
-                    return Err(value_error(format!(
-                        "Unrecognized key '{key}' in Accelerator allocator config."
-                    )));
-                }
-                i = t.skip_key(i)?;
-            }
+            _ => i = t.other_key(i, key, "Accelerator")?,
         }
-        if i + 1 < t.len() {
-            i += 1;
-            t.check_token(i)?;
-        }
-        i += 1;
+        i = t.next_entry(i)?;
     }
     Ok(())
 }

@@ -873,24 +873,13 @@ impl Native {
 
     // ---- free ---------------------------------------------------------------------------------
 
-    /// `free()`: the user drops the tensor. Stats of allocation/allocated_bytes drop now.
+    /// `free()`: the user drops the tensor. Stats of allocation/allocated_bytes drop now; the
+    /// block is reusable once its `free_completed` comes.
     pub fn free_requested(&mut self, block: u32) {
-        if block == NIL {
-            return;
+        if block != NIL {
+            self.drop_tensor(block, true);
+            self.pending.push(block);
         }
-        let (small, size) = {
-            let b = self.bm(block);
-            debug_assert!(b.allocated());
-            b.set(F_ALLOCATED, false);
-            b.set(F_PENDING, true);
-            (b.small(), b.size)
-        };
-        self.stats.allocation.decrease(small, 1);
-        self.stats.allocated_bytes.decrease(small, size);
-        if size >= self.max_split_size {
-            self.stats.oversize_allocations.decrease(1);
-        }
-        self.pending.push(block);
     }
 
     /// The block's last stream use completed (`free_block`): it merges and becomes reusable.
@@ -908,13 +897,21 @@ impl Native {
 
     /// A single-stream free: `free()` then `free_block()` at once.
     pub fn free(&mut self, block: u32) {
-        if block == NIL {
-            return;
+        if block != NIL {
+            self.drop_tensor(block, false);
+            self.free_block(block);
         }
+    }
+
+    /// The part of `free()` that happens when the user drops the tensor: no longer allocated
+    /// (pending if its stream uses have not completed), allocation counters down.
+    #[inline]
+    fn drop_tensor(&mut self, block: u32, pending: bool) {
         let (small, size) = {
             let b = self.bm(block);
             debug_assert!(b.allocated());
             b.set(F_ALLOCATED, false);
+            b.set(F_PENDING, pending);
             (b.small(), b.size)
         };
         self.stats.allocation.decrease(small, 1);
@@ -922,7 +919,6 @@ impl Native {
         if size >= self.max_split_size {
             self.stats.oversize_allocations.decrease(1);
         }
-        self.free_block(block);
     }
 
     /// `free_block`.

@@ -343,6 +343,20 @@ impl Pickle {
 
 /// Decode a pickle of plain data (protocols 2 to 5: dicts, lists, tuples, sets, str, bytes,
 /// int, float, bool, None). Class instances are refused.
+/// The memo index after PUT/GET opcodes: one byte (`q`, `h`) or four little-endian (`r`, `j`).
+fn memo_index(data: &[u8], p: &mut usize, one_byte: bool) -> Result<u64, TraceError> {
+    let n = if one_byte { 1 } else { 4 };
+    let bytes = data
+        .get(*p..*p + n)
+        .ok_or_else(|| err(format!("pickle truncated at byte {}", *p)))?;
+    *p += n;
+    Ok(if one_byte {
+        bytes[0] as u64
+    } else {
+        u32::from_le_bytes(bytes.try_into().unwrap()) as u64
+    })
+}
+
 pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
     let mut arena: Vec<PVal> = Vec::with_capacity(data.len() / 8);
     let mut stack: Vec<usize> = Vec::new();
@@ -489,34 +503,14 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
                 memo_map.insert(memo_map.len() as u64, top);
             }
             b'q' | b'r' => {
-                let idx = if op == b'q' {
-                    need(p, 1)?;
-                    let v = data[p] as u64;
-                    p += 1;
-                    v
-                } else {
-                    need(p, 4)?;
-                    let v = u32::from_le_bytes(data[p..p + 4].try_into().unwrap()) as u64;
-                    p += 4;
-                    v
-                };
+                let idx = memo_index(data, &mut p, op == b'q')?;
                 let top = *stack
                     .last()
                     .ok_or_else(|| err(format!("pickle: PUT on an empty stack at byte {at}")))?;
                 memo_map.insert(idx, top);
             }
             b'h' | b'j' => {
-                let idx = if op == b'h' {
-                    need(p, 1)?;
-                    let v = data[p] as u64;
-                    p += 1;
-                    v
-                } else {
-                    need(p, 4)?;
-                    let v = u32::from_le_bytes(data[p..p + 4].try_into().unwrap()) as u64;
-                    p += 4;
-                    v
-                };
+                let idx = memo_index(data, &mut p, op == b'h')?;
                 let target = memo_map
                     .get(&idx)
                     .copied()
