@@ -1175,6 +1175,28 @@ impl Native {
         (b.addr, b.size)
     }
 
+    /// The mapped blocks from `i` on, as a snapshot lists them: (bytes, [(address, size,
+    /// state)]).
+    fn mapped_run(&self, i: u32) -> (u64, Vec<(u64, u64, u8)>) {
+        let mut blocks = Vec::new();
+        let mut x = i;
+        let mut total = 0;
+        while x != NIL && self.b(x).mapped() {
+            let bb = self.b(x);
+            let state = if bb.allocated() {
+                1
+            } else if bb.pending() {
+                2
+            } else {
+                0
+            };
+            blocks.push((bb.addr, bb.size, state));
+            total += bb.size;
+            x = bb.next;
+        }
+        (total, blocks)
+    }
+
     /// The segments, as `torch.cuda.memory_snapshot()` lists them: (address, total size, is
     /// expandable, blocks as (address, size, state)), by address. State: 0 inactive, 1 allocated,
     /// 2 pending free.
@@ -1187,22 +1209,7 @@ impl Native {
                 continue;
             }
             // a head of a contiguous mapped run
-            let mut blocks = Vec::new();
-            let mut x = i;
-            let mut total = 0;
-            while x != NIL && self.b(x).mapped() {
-                let bb = self.b(x);
-                let state = if bb.allocated() {
-                    1
-                } else if bb.pending() {
-                    2
-                } else {
-                    0
-                };
-                blocks.push((bb.addr, bb.size, state));
-                total += bb.size;
-                x = bb.next;
-            }
+            let (total, blocks) = self.mapped_run(i);
             out.push((b.addr, total, b.seg != NIL, blocks));
         }
         // mapped runs inside expandable segments that follow an unmapped block
@@ -1211,22 +1218,7 @@ impl Native {
             if live.contains(&i) || b.prev == NIL || !b.mapped() || self.b(b.prev).mapped() {
                 continue;
             }
-            let mut blocks = Vec::new();
-            let mut x = i;
-            let mut total = 0;
-            while x != NIL && self.b(x).mapped() {
-                let bb = self.b(x);
-                let state = if bb.allocated() {
-                    1
-                } else if bb.pending() {
-                    2
-                } else {
-                    0
-                };
-                blocks.push((bb.addr, bb.size, state));
-                total += bb.size;
-                x = bb.next;
-            }
+            let (total, blocks) = self.mapped_run(i);
             out.push((b.addr, total, true, blocks));
         }
         out.sort_by_key(|s| s.0);
