@@ -207,7 +207,7 @@ fn replay_async(trace: &Trace, opts: &Options, device: Device) -> Outcome {
         }
     }
     let mut warnings = vec![
-        "backend:cudaMallocAsync: the driver's pool is modelled approximately (32 MiB growth, best fit); allocated bytes and the fraction limit are exact".to_string(),
+        "backend:cudaMallocAsync: where the driver's pool places allocations is approximate (reserved bytes within a few per cent on the measured traces, and so the point where a device-memory limit is reached); allocated bytes and the fraction limit are exact".to_string(),
     ];
     warnings.extend(opts.conf.warnings.iter().cloned());
     let (oom_at, oom_size, oom_message, initial) = match &oom {
