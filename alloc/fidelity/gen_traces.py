@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Write the synthetic stress traces for the allocator fidelity harness.
 
-Usage: python3 gen_traces.py [OUTDIR]      (default: the traces/ folder beside this file)
+Usage: python3 gen_traces.py [--holdout] [OUTDIR]      (default: the traces/ folder beside this file)
+
+--holdout writes the same three kinds of trace from other seeds (101, 102, 103) as
+churn-holdout, grow-holdout and resolution-holdout: traces no part of the model was fitted to.
 
 Each trace is JSON: {"name": ..., "description": ..., "events": [["a", id, size], ["f", id, size], ...]}.
 "a" allocates `size` bytes under `id`; "f" frees that id. Sizes are bytes as passed to
@@ -209,10 +212,18 @@ TRACES = [
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "traces")
+    args = sys.argv[1:]
+    holdout = "--holdout" in args
+    args = [a for a in args if a != "--holdout"]
+    out = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "traces")
     os.makedirs(out, exist_ok=True)
-    for name, fn, desc in TRACES:
-        b = fn()
+    for k, (name, fn, desc) in enumerate(TRACES):
+        if holdout:
+            b = fn(seed=101 + k)
+            name += "-holdout"
+            desc += f" Seed {101 + k} (hold-out)."
+        else:
+            b = fn()
         assert not b.live, name
         doc = {"name": name, "description": desc, "peak_live_bytes": b.peak, "events": b.events}
         path = os.path.join(out, name + ".json")

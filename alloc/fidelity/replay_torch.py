@@ -3,7 +3,7 @@
 
 Usage:
   python3 replay_torch.py TRACE_DIR OUT.jsonl [--jobs N] [--only TRACE,...] [--configs NAME,...]
-                          [--quick] [--uncapped] [--segments OUT_SEGMENTS.jsonl]
+                          [--quick] [--uncapped] [--free-only] [--segments OUT_SEGMENTS.jsonl]
                           [--segments-configs NAME,...]
 
 For every (trace, config, cap) it starts one fresh Python process (PyTorch reads
@@ -16,8 +16,8 @@ model.json from capture_model.py).
 Caps:
   fraction:N     torch.cuda.set_per_process_memory_fraction(N / total): the allocator's own limit
                  (2, 4 and 8 GiB, every config)
-  free:N         a ballast cuMemAlloc outside the caching allocator leaves N bytes free on the
-                 device, so cudaMalloc itself fails and no fraction is set (2 and 4 GiB for six
+  free:N         a ballast cuMemAlloc in another process leaves N bytes free on the device, so
+                 cudaMalloc itself fails and no fraction is set (2 and 4 GiB for six
                  configs, 8 GiB for two)
   none           no limit at all (only with --uncapped: such runs must have the GPU alone)
 Fraction runs go N at a time (default 8): each is limited to its own cap, so they do not disturb
@@ -87,27 +87,24 @@ def child(trace_path, cap_kind, cap_bytes, seg_out):
         "backend": torch.cuda.memory.get_allocator_backend(),
         "free_at_start": int(free0),
     }
-    ballast = None
+    ballast_proc = None
     if cap_kind == "fraction":
         frac = cap_bytes / props.total_memory
         torch.cuda.set_per_process_memory_fraction(frac)
         rec["fraction"] = frac
         rec["fraction_repr"] = repr(frac)
     elif cap_kind == "free":
-        cuda = ctypes.CDLL("libcuda.so.1")
-        ptr = ctypes.c_uint64(0)
-        want = free0 - cap_bytes
-        # the runtime made the primary context current on this thread in torch.cuda.init()
-        for _ in range(8):
-            r = cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(want))
-            if r == 0:
-                break
-            want -= 64 << 20
-        if r != 0:
-            raise RuntimeError(f"ballast cuMemAlloc failed: {r}")
-        ballast = ptr
+        # Another process takes the rest of the memory, as other programs on a user's GPU do; a
+        # ballast in this process would also take address space and move where the driver puts
+        # this process's segments.
+        ballast_proc = subprocess.Popen([sys.executable, __file__, "--ballast", str(cap_bytes)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = ballast_proc.stdout.readline().split()
+        if not line or line[0] != "ready":
+            raise RuntimeError(f"ballast process failed: {line}")
         free1, _ = torch.cuda.mem_get_info()
-        rec["ballast_bytes"] = want
+        rec["ballast_bytes"] = int(line[1])
+        rec["ballast"] = "process"
         rec["device_free"] = int(free1)
     if seg_out:
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=10_000_000)
@@ -193,7 +190,31 @@ def finish(job, p, timeout):
     return base
 
 
+def ballast(leave):
+    """Holds all but `leave` bytes of the free device memory until stdin closes."""
+    import ctypes
+    cu = ctypes.CDLL("libcuda.so.1")
+    dev = ctypes.c_int()
+    ctx = ctypes.c_void_p()
+    assert cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+    assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    cu.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
+    want = free.value - leave
+    ptr = ctypes.c_uint64(0)
+    for _ in range(8):
+        if cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(want)) == 0:
+            print("ready", want, flush=True)
+            sys.stdin.read()
+            return
+        want -= 64 << 20
+    print("failed", want, flush=True)
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--ballast":
+        ballast(int(sys.argv[2]))
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1")
         return
@@ -219,15 +240,17 @@ def main():
     seg_configs = set((opt("--segments-configs") or "default,expandable").split(","))
 
     uncapped = "--uncapped" in argv
+    free_only = "--free-only" in argv
     parallel, serial = [], []
     for t in traces:
         for name, conf in configs:
-            for cap in ([2 * GiB] if quick else FRACTION_CAPS):
+            for cap in ([] if free_only else [2 * GiB] if quick else FRACTION_CAPS):
                 seg = bool(seg_path) and name in seg_configs and (cap == FRACTION_CAPS[-1] or "--segments-configs" in argv)
                 parallel.append((t, name, conf, "fraction", cap, seg))
             if name in FREE_CONFIGS:
                 for cap in ([2 * GiB] if quick else FREE_CAPS + ([8 * GiB] if name in FREE_8G_CONFIGS else [])):
-                    serial.append((t, name, conf, "free", cap, False))
+                    seg = bool(seg_path) and name in seg_configs and "--segments-configs" in argv
+                    serial.append((t, name, conf, "free", cap, seg))
             if uncapped:
                 serial.append((t, name, conf, "none", 0, False))
     total = len(parallel) + len(serial)

@@ -18,7 +18,8 @@
 //! * physical memory is held in 32 MiB chunks that back whichever 32 MiB chunks of the pool's
 //!   address range hold live allocations; memory of an emptied address chunk backs new addresses
 //!   elsewhere, so `ReservedMemCurrent` is the most address chunks ever touched at once
-//!   ([`Backing`]; exact after each of 111,336 operations given the driver's addresses);
+//!   ([`Backing`]; exact after each of 216,850 operations of seven traces, given the driver's
+//!   addresses);
 //! * growing needs the new chunks in free device memory, else the allocation fails (OOM);
 //! * `empty_cache()` trims the pool (`cudaMemPoolTrimTo(pool, 0)`): the chunks no allocation
 //!   touches go back to the device.
@@ -28,7 +29,8 @@
 //! 14-50 %, first freed 2-17 %, and 12-30 % of its choices are not at the start of a free range
 //! at all. The model takes the most recently freed range that fits (coalesced,
 //! 512-byte granules), else the end of the used range, which gives the driver's peak reserved
-//! bytes within 2.4 % on the four traces (`alloc/tests/pool.rs`).
+//! bytes within -2.4 % to +1.4 % on the four traces it was chosen on and -1.1 %, -3.2 % and
+//! -9.2 % on three hold-out traces (`alloc/tests/pool.rs`): mostly a little low.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -78,9 +80,9 @@ type OffsetMap<V> = HashMap<u64, V, BuildHasherDefault<OffsetHasher>>;
 /// allocation gives its memory back to the pool (not to the device), to back addresses elsewhere.
 /// So the pool holds the most chunks that were ever touched at once, and grows only when an
 /// allocation touches more chunks than it holds. Measured: with the driver's own placements
-/// (`alloc/fidelity/pool_probe.py`), this is `ReservedMemCurrent` after every one of 107,336
-/// operations of the four fidelity traces (`alloc/tests/pool.rs`), while the address range grew
-/// to 1.1-2.1 times that.
+/// (`alloc/fidelity/pool_probe.py`), this is `ReservedMemCurrent` after every one of 216,850
+/// operations of seven traces (`alloc/tests/pool.rs`), while the address range grew to 1.1 to
+/// 2.2 times that.
 #[derive(Clone, Debug, Default)]
 pub struct Backing {
     /// Live allocations touching each chunk of the address range.
@@ -106,27 +108,42 @@ impl Backing {
         if self.users.len() <= *chunks.end() {
             self.users.resize(chunks.end() + 1, 0);
         }
-        let fresh = self.users[chunks].iter().filter(|&&u| u == 0).count() as u64;
+        let fresh: u64 = if chunks.start() == chunks.end() {
+            // most allocations lie inside one chunk: no loop whose length the CPU must guess
+            u64::from(self.users[*chunks.start()] == 0)
+        } else {
+            self.users[chunks].iter().map(|&u| u64::from(u == 0)).sum()
+        };
         (self.touched + fresh).saturating_sub(self.held) * CHUNK
     }
 
     /// A live allocation at `[start, start + len)` (after `growth` for the same range).
     pub fn map(&mut self, start: u64, len: u64) {
-        for u in &mut self.users[Self::chunks(start, len)] {
-            if *u == 0 {
-                self.touched += 1;
-            }
+        let chunks = Self::chunks(start, len);
+        if chunks.start() == chunks.end() {
+            let u = &mut self.users[*chunks.start()];
+            self.touched += u64::from(*u == 0);
             *u += 1;
+        } else {
+            for u in &mut self.users[chunks] {
+                self.touched += u64::from(*u == 0);
+                *u += 1;
+            }
         }
         self.held = self.held.max(self.touched);
     }
 
     /// The allocation at `[start, start + len)` is freed.
     pub fn unmap(&mut self, start: u64, len: u64) {
-        for u in &mut self.users[Self::chunks(start, len)] {
+        let chunks = Self::chunks(start, len);
+        if chunks.start() == chunks.end() {
+            let u = &mut self.users[*chunks.start()];
             *u -= 1;
-            if *u == 0 {
-                self.touched -= 1;
+            self.touched -= u64::from(*u == 0);
+        } else {
+            for u in &mut self.users[chunks] {
+                *u -= 1;
+                self.touched -= u64::from(*u == 0);
             }
         }
     }
@@ -141,55 +158,55 @@ impl Backing {
 }
 
 /// Free ranges in the order they were freed, for "the most recently freed range that fits":
-/// each range holds a slot in an append-only array (a later slot = freed later) and a max-tree
-/// over the slots' lengths finds the rightmost slot with a length >= the request in O(log n).
-/// Dead slots are squeezed out when the array is full.
+/// each range holds a slot in an append-only array (a later slot = freed later), and every 64
+/// slots keep the longest length among them, so the search reads the blocks' maxima from the
+/// newest back and then one block. Dead slots are squeezed out once they outnumber the live
+/// ones. (The pool rarely holds more than a few dozen free ranges, so this stays small.)
 #[derive(Clone, Debug, Default)]
 struct Recency {
-    /// Max of the lengths below each node; leaves at `cap..2 * cap` (0 = no range).
-    tree: Vec<u64>,
-    /// The start of the range in each slot.
+    /// Length of the range in each slot (0 = dead).
+    lens: Vec<u64>,
+    /// Start of the range in each slot.
     starts: Vec<u64>,
-    next: usize,
+    /// The longest length in each block of `BLOCK` slots.
+    block_max: Vec<u64>,
     live: usize,
 }
 
+const BLOCK: usize = 64;
+
 impl Recency {
-    fn cap(&self) -> usize {
-        self.starts.len()
+    fn set(&mut self, slot: usize, len: u64) {
+        let old = std::mem::replace(&mut self.lens[slot], len);
+        let b = slot / BLOCK;
+        if len >= self.block_max[b] {
+            self.block_max[b] = len;
+        } else if old == self.block_max[b] {
+            let end = ((b + 1) * BLOCK).min(self.lens.len());
+            self.block_max[b] = self.lens[b * BLOCK..end].iter().copied().max().unwrap_or(0);
+        }
     }
 
-    fn set(&mut self, slot: usize, len: u64) {
-        let mut i = slot + self.cap();
-        self.tree[i] = len;
-        while i > 1 {
-            i /= 2;
-            let m = self.tree[2 * i].max(self.tree[2 * i + 1]);
-            if self.tree[i] == m {
-                break;
-            }
-            self.tree[i] = m;
+    fn push(&mut self, start: u64, len: u64) -> usize {
+        let slot = self.lens.len();
+        if slot.is_multiple_of(BLOCK) {
+            self.block_max.push(0);
         }
+        self.lens.push(0);
+        self.starts.push(start);
+        self.live += 1;
+        self.set(slot, len);
+        slot
     }
 
     /// The latest slot whose range holds at least `len` bytes.
     fn latest_fit(&self, len: u64) -> Option<usize> {
-        if self.tree.get(1).is_none_or(|&m| m < len) {
-            return None;
-        }
-        let mut i = 1;
-        while i < self.cap() {
-            i = if self.tree[2 * i + 1] >= len {
-                2 * i + 1
-            } else {
-                2 * i
-            };
-        }
-        Some(i - self.cap())
-    }
-
-    fn len_at(&self, slot: usize) -> u64 {
-        self.tree[slot + self.cap()]
+        let b = self.block_max.iter().rposition(|&m| m >= len)?;
+        let end = ((b + 1) * BLOCK).min(self.lens.len());
+        self.lens[b * BLOCK..end]
+            .iter()
+            .rposition(|&l| l >= len)
+            .map(|i| b * BLOCK + i)
     }
 }
 
@@ -236,46 +253,22 @@ impl AsyncPool {
         self.backing.held_bytes()
     }
 
-    /// A new slot at the recent end of the order, squeezing out dead slots (or doubling the
-    /// array) when it is full.
+    /// A new slot at the recent end of the order, first squeezing out the dead slots when they
+    /// outnumber the live ones.
     fn new_slot(&mut self, start: u64, len: u64) -> u32 {
-        if self.recency.next == self.recency.cap() {
-            let cap = (self.recency.live * 2)
-                .max(64)
-                .next_power_of_two()
-                .max(self.recency.cap());
+        if self.recency.lens.len() - self.recency.live > self.recency.live.max(BLOCK) {
             let old = std::mem::take(&mut self.recency);
-            self.recency = Recency {
-                tree: vec![0; 2 * cap],
-                starts: vec![0; cap],
-                next: 0,
-                live: 0,
-            };
-            for slot in 0..old.cap() {
-                let l = old.len_at(slot);
+            for (&l, &st) in old.lens.iter().zip(&old.starts) {
                 if l > 0 {
-                    let st = old.starts[slot];
-                    let n = self.recency.next;
-                    self.recency.starts[n] = st;
-                    self.recency.tree[n + cap] = l;
-                    self.recency.next += 1;
-                    self.recency.live += 1;
+                    let n = self.recency.push(st, l);
                     self.free_by_start
                         .get_mut(&st)
                         .expect("a live slot has its range")
                         .1 = n as u32;
                 }
             }
-            for i in (1..cap).rev() {
-                self.recency.tree[i] = self.recency.tree[2 * i].max(self.recency.tree[2 * i + 1]);
-            }
         }
-        let n = self.recency.next;
-        self.recency.next += 1;
-        self.recency.live += 1;
-        self.recency.starts[n] = start;
-        self.recency.set(n, len);
-        n as u32
+        self.recency.push(start, len) as u32
     }
 
     fn take_free(&mut self, start: u64) -> u64 {
@@ -331,16 +324,21 @@ impl AsyncPool {
             return Err(oom(self));
         }
         match slot {
-            Some(_) => {
-                let len = self.take_free(start);
+            Some(slot) => {
+                let len = self.recency.lens[slot];
                 if len > sz {
+                    // the rest keeps the range's place in the order
                     let rest = start + sz;
-                    let slot = slot.expect("a range was found") as u32;
-                    self.recency.starts[slot as usize] = rest;
-                    self.recency.set(slot as usize, len - sz);
-                    self.recency.live += 1;
-                    self.free_by_start.insert(rest, (len - sz, slot));
-                    self.free_by_end.insert(start + len, rest);
+                    self.free_by_start.remove(&start);
+                    self.free_by_start.insert(rest, (len - sz, slot as u32));
+                    *self
+                        .free_by_end
+                        .get_mut(&(start + len))
+                        .expect("a free range") = rest;
+                    self.recency.starts[slot] = rest;
+                    self.recency.set(slot, len - sz);
+                } else {
+                    self.take_free(start);
                 }
             }
             None => self.end += sz,
@@ -455,7 +453,7 @@ mod tests {
                 r.free(off, size.div_ceil(ALIGN) * ALIGN);
             }
         }
-        assert!(p.recency.cap() >= 64);
+        assert!(p.recency.lens.len() >= BLOCK);
     }
 
     #[test]

@@ -40,7 +40,8 @@ pub struct Options {
     pub conf: AllocConf,
     /// `cudaMemGetInfo` total / `totalGlobalMem` in bytes.
     pub device_total: u64,
-    /// What cudaMalloc can get when the replay starts (`None`: the device total).
+    /// Free device memory when the replay starts, as `cudaMemGetInfo` reports it (`None`: the
+    /// device total); cudaMalloc gets all but `device::DRIVER_RESERVE` of it.
     pub device_free: Option<u64>,
     /// `torch.cuda.set_per_process_memory_fraction(f)` after start-up (`None`: never called).
     pub memory_fraction: Option<f64>,

@@ -14,6 +14,9 @@
 //! So their OOM must match under fraction caps and their peak allocated must be identical; their
 //! peak reserved and their OOM under device-free caps are printed ("approx") but not asserted.
 //!
+//! One case is known to part, for a reason outside the allocator (`PARTED`): it must still
+//! differ, so the list cannot go stale.
+//!
 //! No results, no pass: a missing or empty results directory fails.
 
 use std::collections::HashMap;
@@ -43,9 +46,15 @@ struct Row {
     real_retries: u64,
     sim_retries: u64,
     approx: bool,
+    parted: bool,
     ok: bool,
     why: String,
 }
+
+/// (trace, config, cap): PyTorch's process put a segment where a fresh bare process, and the
+/// model, do not (`va_probe-h200-holdout.txt`); the runs part from there (`tests/segments.rs`,
+/// `hold_out_recordings_part_only_where_the_addresses_do`).
+const PARTED: &[(&str, &str, &str)] = &[("churn-holdout", "gc_0.6_max_split_256", "fraction:8G")];
 
 fn gib(b: u64) -> f64 {
     b as f64 / (1u64 << 30) as f64
@@ -142,6 +151,16 @@ fn simulator_matches_pytorch_2_11() {
                 "none" => "none".to_string(),
                 k => format!("{k}:{}G", rec["cap_bytes"].as_u64().unwrap() >> 30),
             };
+            let parted = PARTED.iter().any(|p| {
+                (p.0, p.1, p.2) == (name.as_str(), rec["config"].as_str().unwrap(), cap.as_str())
+            });
+            if parted {
+                why = if why.is_empty() {
+                    vec!["matches now: remove it from PARTED".to_string()]
+                } else {
+                    Vec::new()
+                };
+            }
             rows.push(Row {
                 trace: name,
                 config: rec["config"].as_str().unwrap().to_string(),
@@ -153,6 +172,7 @@ fn simulator_matches_pytorch_2_11() {
                 real_retries,
                 sim_retries: out.num_alloc_retries,
                 approx: is_async,
+                parted,
                 ok: why.is_empty(),
                 why: why.join("; "),
             });
@@ -186,6 +206,7 @@ fn simulator_matches_pytorch_2_11() {
             r.real_retries,
             r.sim_retries,
             match (r.ok, r.approx) {
+                (true, _) if r.parted => "parted (addresses, see PARTED)".to_string(),
                 (true, false) => "ok".to_string(),
                 (true, true) => "ok (approx: reserved not asserted)".to_string(),
                 _ => format!("FAIL {}", r.why),

@@ -29,7 +29,8 @@ pub struct ReplayArgs {
     /// Device memory in bytes (cudaMemGetInfo total). Default: the trace's own, if it has one.
     #[arg(long, value_name = "BYTES")]
     pub device_total: Option<u64>,
-    /// What cudaMalloc can get when the replay starts, in bytes. Default: the device total.
+    /// Free device memory when the replay starts, in bytes, as cudaMemGetInfo or nvidia-smi
+    /// report it (the driver keeps about 2 MiB of it back). Default: the device total.
     #[arg(long, value_name = "BYTES")]
     pub device_free: Option<u64>,
     /// As torch.cuda.set_per_process_memory_fraction(F): the allocator may hold at most
