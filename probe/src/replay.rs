@@ -206,7 +206,7 @@ fn header(shown: &str, t: &Trace, total: u64, args: &ReplayArgs) -> String {
     }
 
     s.push_str(&format!(
-        "device: {} total, {} free for cudaMalloc; memory fraction: {}\n",
+        "device: {} total, {} free; memory fraction: {}\n",
         format_size(total),
         format_size(args.device_free.unwrap_or(total)),
         match args.memory_fraction {
