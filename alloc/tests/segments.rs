@@ -157,6 +157,23 @@ fn replay_addresses(ops: &[(bool, u64, u64)], prefix: usize) -> (Device, usize, 
     (d, agree, n, bases.map_or(0, |b| b.1))
 }
 
+/// The probes of a `va_probe.py` results file (in `fidelity/measured/`): key, prefix, probe size
+/// in MiB, where the bare process put it (MiB from the first segment) and the whole result.
+fn probes(file: &str) -> Vec<(String, usize, u64, i64, serde_json::Value)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity/measured");
+    let text = std::fs::read_to_string(dir.join(file)).unwrap();
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (key, rest) = line.split_at(line.find("] ").unwrap() + 1);
+        let (prefix, json) = rest.trim().split_once(' ').unwrap();
+        let r: serde_json::Value = serde_json::from_str(json).unwrap();
+        if let (Some(probe), Some(at)) = (r["probe"].as_u64(), r["at"].as_i64()) {
+            out.push((key.to_string(), prefix.parse().unwrap(), probe, at, r));
+        }
+    }
+    out
+}
+
 /// Where the driver puts segments: the recordings' addresses (relative to each run's first
 /// segment) replayed through the device model, and the probes of `fidelity/va_probe.py` (the
 /// recorded sequence replayed with cuMemAlloc/cuMemFree in a bare process, then one more
@@ -164,7 +181,6 @@ fn replay_addresses(ops: &[(bool, u64, u64)], prefix: usize) -> (Device, usize, 
 #[test]
 fn segment_addresses_match_the_driver() {
     const M: u64 = 1 << 20;
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity/measured");
     let mut runs = Vec::new();
     for r in recordings() {
         let key = format!(
@@ -176,7 +192,6 @@ fn segment_addresses_match_the_driver() {
         let ops = address_ops(&r);
         runs.push((key, ops));
     }
-    let replay = replay_addresses;
     // Three runs part from the recording: at a choice a bare process made like the model and
     // PyTorch's process did not (va_probe: churn default after 36 allocations, churn GC 8 GiB
     // after 66), and a first segment that found a gap of the context the model does not have.
@@ -186,7 +201,7 @@ fn segment_addresses_match_the_driver() {
         ("[\"churn\", \"gc_0.6_max_split_256\", 2]", 12),
     ];
     for (key, ops) in runs.iter().filter(|(_, o)| !o.is_empty()) {
-        let (_, agree, n, _) = replay(ops, ops.len());
+        let (_, agree, n, _) = replay_addresses(ops, ops.len());
         println!("{key}: the first {agree} of {n} segments where the driver put them");
         match part.iter().find(|p| p.0 == key) {
             Some(&(_, at)) => {
@@ -196,18 +211,10 @@ fn segment_addresses_match_the_driver() {
         }
     }
 
-    let probes = std::fs::read_to_string(dir.join("va_probe-h200.txt")).unwrap();
     let mut checked = 0;
-    for line in probes.lines().filter(|l| !l.starts_with('#')) {
-        let (key, rest) = line.split_at(line.find("] ").unwrap() + 1);
-        let (prefix, json) = rest.trim().split_once(' ').unwrap();
-        let r: serde_json::Value = serde_json::from_str(json).unwrap();
-        let (Some(probe), Some(at)) = (r["probe"].as_u64(), r["at"].as_i64()) else {
-            continue;
-        };
-        let ops = &runs.iter().find(|(k, _)| k == key).unwrap().1;
-        let prefix: usize = prefix.parse().unwrap();
-        let (mut d, hit, n, ob) = replay(ops, prefix);
+    for (key, prefix, probe, at, _) in probes("va_probe-h200.txt") {
+        let ops = &runs.iter().find(|(k, _)| *k == key).unwrap().1;
+        let (mut d, hit, n, ob) = replay_addresses(ops, prefix);
         assert_eq!(hit, n, "{key} prefix {prefix}: the prefix itself differs");
         let ours = d.malloc(probe * M).unwrap();
         assert_eq!(
@@ -255,17 +262,9 @@ fn hold_out_recordings_part_only_where_the_addresses_do() {
             "{key}: first differing driver operation"
         );
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity/measured");
-    let probes = std::fs::read_to_string(dir.join("va_probe-h200-holdout.txt")).unwrap();
     let mut checked = 0;
-    for line in probes.lines().filter(|l| !l.starts_with('#')) {
-        let (key, rest) = line.split_at(line.find("] ").unwrap() + 1);
-        let (prefix, json) = rest.trim().split_once(' ').unwrap();
-        let p: serde_json::Value = serde_json::from_str(json).unwrap();
-        let (Some(probe), Some(at)) = (p["probe"].as_u64(), p["at"].as_i64()) else {
-            continue;
-        };
-        let k: serde_json::Value = serde_json::from_str(key).unwrap();
+    for (key, prefix, probe, at, p) in probes("va_probe-h200-holdout.txt") {
+        let k: serde_json::Value = serde_json::from_str(&key).unwrap();
         let r = runs
             .iter()
             .find(|r| {
@@ -274,7 +273,6 @@ fn hold_out_recordings_part_only_where_the_addresses_do() {
             })
             .unwrap();
         let ops = address_ops(r);
-        let prefix: usize = prefix.parse().unwrap();
         // the bare process placed every prefix allocation as PyTorch's did, and so does the model
         assert_eq!(p["prefix_match"], p["prefix_allocs"]);
         let (mut d, hit, n, ob) = replay_addresses(&ops, prefix);
