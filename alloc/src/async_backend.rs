@@ -103,23 +103,32 @@ impl Backing {
     }
 
     /// Bytes the pool must take from the device to back `[start, start + len)`.
-    pub fn growth(&mut self, start: u64, len: u64) -> u64 {
+    pub fn growth(&self, start: u64, len: u64) -> u64 {
         let chunks = Self::chunks(start, len);
-        if self.users.len() <= *chunks.end() {
-            self.users.resize(chunks.end() + 1, 0);
-        }
-        let fresh: u64 = if chunks.start() == chunks.end() {
+        let (first, last, known) = (*chunks.start(), *chunks.end(), self.users.len());
+        // chunks past the end of `users` have never been touched; nothing is allocated here, so
+        // a request far larger than the device costs nothing before it is refused
+        let beyond = (last + 1).saturating_sub(known.max(first)) as u64;
+        let fresh: u64 = if first >= known {
+            0
+        } else if first == last {
             // most allocations lie inside one chunk: no loop whose length the CPU must guess
-            u64::from(self.users[*chunks.start()] == 0)
+            u64::from(self.users[first] == 0)
         } else {
-            self.users[chunks].iter().map(|&u| u64::from(u == 0)).sum()
+            self.users[first..=last.min(known - 1)]
+                .iter()
+                .map(|&u| u64::from(u == 0))
+                .sum()
         };
-        (self.touched + fresh).saturating_sub(self.held) * CHUNK
+        (self.touched + fresh + beyond).saturating_sub(self.held) * CHUNK
     }
 
     /// A live allocation at `[start, start + len)` (after `growth` for the same range).
     pub fn map(&mut self, start: u64, len: u64) {
         let chunks = Self::chunks(start, len);
+        if self.users.len() <= *chunks.end() {
+            self.users.resize(chunks.end() + 1, 0);
+        }
         if chunks.start() == chunks.end() {
             let u = &mut self.users[*chunks.start()];
             self.touched += u64::from(*u == 0);
@@ -474,6 +483,16 @@ mod tests {
         p.empty_cache();
         assert_eq!(p.reserved(), 96 * MIB);
         assert_eq!(p.device.used, 96 * MIB);
+    }
+
+    #[test]
+    fn a_request_far_beyond_the_device_is_refused_without_allocating_for_it() {
+        let mut p = pool();
+        p.malloc(MIB).unwrap();
+        // 2^59 bytes: 2^34 chunks, which a per-chunk table would need 64 GiB for
+        assert!(p.malloc(1 << 59).is_err());
+        assert!(p.backing.users.len() < 8);
+        assert_eq!(p.reserved(), 32 * MIB);
     }
 
     #[test]
