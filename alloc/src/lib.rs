@@ -208,7 +208,7 @@ fn replay_async(trace: &Trace, opts: &Options, device: Device) -> Outcome {
         }
     }
     let mut warnings = vec![
-        "backend:cudaMallocAsync: where the driver's pool places allocations is approximate (reserved bytes within a few per cent on the measured traces, and so the point where a device-memory limit is reached); allocated bytes and the fraction limit are exact".to_string(),
+        "backend:cudaMallocAsync: where the driver's pool places allocations is approximate, so reserved bytes (usually a little low: see alloc/README.md) and the point where a device-memory limit is reached are estimates; allocated bytes and the fraction limit are exact".to_string(),
     ];
     warnings.extend(opts.conf.warnings.iter().cloned());
     let (oom_at, oom_size, oom_message, initial) = match &oom {
