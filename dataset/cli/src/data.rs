@@ -117,7 +117,7 @@ pub fn default_measurements_dir() -> PathBuf {
 }
 
 /// `dataset fit`: one JSON document per input workload (an array when the input is an array).
-pub fn fit(dir: &Path, input: &Path) -> Result<(), String> {
+pub fn fit(dir: &Path, input: &Path, gpu: Option<&str>, other_gib: f64) -> Result<(), String> {
     let text = if input.as_os_str() == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| format!("stdin: {e}"))?;
@@ -128,9 +128,17 @@ pub fn fit(dir: &Path, input: &Path) -> Result<(), String> {
     let is_array = text.trim_start().starts_with('[');
     let workloads = headroom_core::fit::parse_input(&text)?;
     let loaded = load_checked(dir)?;
+    let budget = match gpu {
+        Some(g) => Some(headroom_core::fit::budget(&loaded.dataset, g, other_gib).map_err(|e| format!("--gpu: {e}"))?),
+        None => None,
+    };
     let mut out = Vec::new();
     for (i, w) in workloads.iter().enumerate() {
-        let f = headroom_core::fit::fit(&loaded.dataset, w).map_err(|e| if is_array { format!("workload [{i}]: {e}") } else { e })?;
+        let f = match budget {
+            Some(b) => headroom_core::fit::fit_on(&loaded.dataset, w, b),
+            None => headroom_core::fit::fit(&loaded.dataset, w),
+        }
+        .map_err(|e| if is_array { format!("workload [{i}]: {e}") } else { e })?;
         out.push(serde_json::to_value(f).expect("fit serializes"));
     }
     let doc = if is_array { serde_json::Value::Array(out) } else { out.remove(0) };

@@ -56,6 +56,14 @@ enum Command {
         input: PathBuf,
         #[arg(long, default_value_os_t = data::default_data_dir())]
         data: PathBuf,
+        /// Your card: a catalog GPU id or a size (`8GiB`, `12GB`, `24` = GiB). Adds the answers:
+        /// largest context, batch, sequence, size or frames that fit, llama.cpp GPU layers, best
+        /// weight format.
+        #[arg(long, value_name = "GPU")]
+        gpu: Option<String>,
+        /// GiB of the card other processes already use (desktop, browser, another model).
+        #[arg(long, value_name = "GIB", default_value_t = 0.0, requires = "gpu")]
+        other_gib: f64,
     },
     /// Predicted vs measured peak for every reference run, with the error of each.
     Accuracy {
@@ -125,7 +133,7 @@ fn main() -> ExitCode {
         Command::Check { data, i18n } => data::check(&data, &i18n),
         Command::Build { data, i18n, out } => data::build(&data, &i18n, &out),
         Command::Claims { data, json } => data::claims(&data, json),
-        Command::Fit { input, data } => data::fit(&data, &input),
+        Command::Fit { input, data, gpu, other_gib } => data::fit(&data, &input, gpu.as_deref(), other_gib),
         Command::Accuracy { data, measurements, json } => data::accuracy(&data, &measurements, json),
         Command::Serve { addr, db, site, data, rate_limit, rate_burst } => {
             serve::run(serve::Options { addr, db, site, data, rate_limit, rate_burst })

@@ -1,9 +1,11 @@
 //! `cargo bench -p headroom-core --features fs --bench fit`: one fit (breakdown, fits over the catalog, levers)
 //! per workload kind, and one workload fitted once per catalog GPU (what a GPU table with a fit
-//! column costs). Targets: under 1 ms and under 16 ms.
+//! column costs). Targets: under 1 ms and under 16 ms. Also a user's config.json parsed into the
+//! engine's architecture, and each answer of `fit::search` for a card (target: under 2 ms natively,
+//! 20 ms in the browser).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use headroom_core::fit::{fit, parse_input};
+use headroom_core::fit::{fit, parse_input, search::answers, GIB};
 use headroom_core::load::load;
 
 fn data_files() -> Vec<(String, String)> {
@@ -32,6 +34,32 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+
+    // A config.json as users bring it (Qwen2.5-0.5B's published values) and the answers for an 8 GiB card.
+    let config = serde_json::json!({
+        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643,
+        "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864,
+        "max_position_embeddings": 32768, "max_window_layers": 24, "model_type": "qwen2", "num_attention_heads": 14,
+        "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+        "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.40.1",
+        "use_cache": true, "use_sliding_window": false, "vocab_size": 151936
+    });
+    c.bench_function("config.json → architecture", |b| {
+        b.iter(|| headroom_core::hf::llm_from_config(std::hint::black_box(&config), None).unwrap())
+    });
+    let budget = (8.0 * GIB) as u64;
+    let searches = parse_input(&format!(
+        r#"[{{"kind":"llm-inference","model":{{"hf_config":{config}}},"weights":"bf16","context":8192,"engine":"transformers"}},
+            {{"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","context":8192,"engine":"ollama"}},
+            {{"kind":"training","model":"llama-3.2-1b","method":"lora","seq":2048,"gradient_checkpointing":true}},
+            {{"kind":"diffusion","model":"wan2.1-t2v-1.3b","precision":"bf16","width":832,"height":480,"frames":81}}]"#
+    ))
+    .unwrap();
+    for (label, w) in ["config.json model, transformers", "catalog model, Ollama", "training", "video diffusion"].iter().zip(&searches) {
+        c.bench_function(&format!("all answers for an 8 GiB card: {label}"), |b| {
+            b.iter(|| answers(&ds, std::hint::black_box(w), budget).unwrap())
+        });
+    }
 }
 
 criterion_group!(benches, bench);

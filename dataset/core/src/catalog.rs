@@ -82,6 +82,15 @@ pub struct Llm {
     pub v_head_dim: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub q_lora_rank: Option<u32>,
+    /// Tokens a sliding-window attention layer looks back over (`sliding_window` in config.json).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<u32>,
+    /// How many of the layers use that window (the others attend over the whole context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_layers: Option<u32>,
+    /// Query and key pass through their own RMS norms (Qwen3, Gemma 3, OLMo 2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub qk_norm: bool,
     pub source: Source,
 }
 
@@ -98,12 +107,36 @@ impl Llm {
     /// KV-cache elements per token over all layers (MLA caches the compressed latent and the
     /// shared rotary key instead of per-head keys and values).
     pub fn kv_elements_per_token(&self) -> u64 {
-        let layers = self.layers as u64;
+        self.layers as u64 * self.kv_elements_per_layer_token()
+    }
+
+    /// KV-cache elements one layer keeps per token.
+    pub fn kv_elements_per_layer_token(&self) -> u64 {
         match self.attention {
-            Attention::Mla => {
-                layers * (self.kv_lora_rank.unwrap_or(0) as u64 + self.qk_rope_head_dim.unwrap_or(0) as u64)
+            Attention::Mla => self.kv_lora_rank.unwrap_or(0) as u64 + self.qk_rope_head_dim.unwrap_or(0) as u64,
+            _ => 2 * self.kv_heads as u64 * self.head_dim as u64,
+        }
+    }
+
+    /// Layers that keep a sliding window of tokens, and the window.
+    pub fn sliding(&self) -> Option<(u32, u64)> {
+        match (self.sliding_window, self.sliding_layers) {
+            (Some(w), Some(n)) if w > 0 && n > 0 => Some((n.min(self.layers), w as u64)),
+            (Some(w), None) if w > 0 => Some((self.layers, w as u64)),
+            _ => None,
+        }
+    }
+
+    /// KV-cache elements of one sequence whose cache holds `tokens` tokens on global layers and
+    /// `window_tokens(tokens)` on sliding-window layers (each engine says how many it keeps).
+    pub fn kv_elements(&self, tokens: u64, window_tokens: impl Fn(u64) -> u64) -> u64 {
+        let per = self.kv_elements_per_layer_token();
+        match self.sliding() {
+            None => self.layers as u64 * per * tokens,
+            Some((n, w)) => {
+                let full = (self.layers - n) as u64;
+                per * (full * tokens + n as u64 * window_tokens(w).min(tokens))
             }
-            _ => 2 * layers * self.kv_heads as u64 * self.head_dim as u64,
         }
     }
 

@@ -302,6 +302,9 @@ mod tests {
             qk_nope_head_dim: None,
             v_head_dim: None,
             q_lora_rank: None,
+            sliding_window: None,
+            sliding_layers: None,
+            qk_norm: false,
             source: src(),
         };
         let quant = |id: &str, bits| Quant {

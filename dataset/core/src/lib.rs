@@ -15,6 +15,7 @@ pub mod files;
 pub mod fit;
 pub mod format;
 pub mod guides;
+pub mod hf;
 pub mod lang;
 pub mod model;
 pub mod report;

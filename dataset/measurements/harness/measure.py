@@ -76,6 +76,33 @@ def llm_cases():
     return cases
 
 
+# Models outside the catalog, built from their published config.json (configs/llm/*.json, sources
+# in configs/llm/SOURCES.md): the workload carries the config itself, as `dataset fit` takes it.
+HF_RUNS = [
+    # config file, name, [(context, batch)]
+]
+
+
+def hf_model(config_file, name):
+    with open(os.path.join(CONFIGS, "llm", config_file)) as f:
+        return {"hf_config": json.load(f), "name": name}
+
+
+def hf_cases():
+    cases = []
+    for config_file, name, runs in HF_RUNS:
+        slug = config_file.removesuffix(".json")
+        for context, batch in runs:
+            cases.append({
+                "id": f"gen-{slug}-ctx{context}-b{batch}",
+                "group": f"hf-{slug}",
+                "run": "generate",
+                "workload": {"kind": "llm-inference", "model": hf_model(config_file, name), "weights": "bf16",
+                             "kv_cache": "bf16", "context": context, "batch": batch, "engine": "transformers"},
+            })
+    return cases
+
+
 def training_cases():
     cases = []
     runs = [
@@ -99,6 +126,16 @@ def training_cases():
         ("qwen3-8b", "full", "bf16", "adamw", 1024, 1, False),
         ("qwen3-8b", "full", "bf16", "adamw", 1024, 1, True),
     ]
+    # LoRA on the attention projections only, and PEFT's Llama default (q_proj, v_proj).
+    targeted = [
+        ("llama-3.2-1b", "attention", 2048, 1, False),
+        ("llama-3.2-1b", "attention", 2048, 4, True),
+        ("llama-3.2-1b", ["q_proj", "v_proj"], 2048, 1, False),
+        ("llama-3.2-1b", ["q_proj", "v_proj"], 4096, 2, True),
+        ("llama-3.1-8b", "attention", 2048, 1, False),
+        ("llama-3.1-8b", "attention", 4096, 1, True),
+        ("llama-3.1-8b", ["q_proj", "v_proj"], 2048, 2, False),
+    ]
     for model, method, precision, optimizer, seq, batch, gc_on in runs:
         cid = f"train-{model}-{method}-{precision}-{optimizer}-s{seq}-b{batch}" + ("-gc" if gc_on else "")
         w = {"kind": "training", "model": model, "method": method, "precision": precision,
@@ -107,6 +144,12 @@ def training_cases():
             w["lora_rank"] = 16
         cases.append({"id": cid, "group": f"train-{model}-{method}-{precision}-{optimizer}", "run": "train-step",
                       "workload": w})
+    for model, targets, seq, batch, gc_on in targeted:
+        tname = targets if isinstance(targets, str) else "-".join(t.removesuffix("_proj") for t in targets)
+        cid = f"train-{model}-lora-{tname}-bf16-adamw-s{seq}-b{batch}" + ("-gc" if gc_on else "")
+        w = {"kind": "training", "model": model, "method": "lora", "precision": "bf16", "optimizer": "adamw",
+             "seq": seq, "batch": batch, "gradient_checkpointing": gc_on, "lora_rank": 16, "lora_targets": targets}
+        cases.append({"id": cid, "group": f"train-{model}-lora-{tname}", "run": "train-step", "workload": w})
     return cases
 
 
@@ -149,7 +192,7 @@ def diffusion_cases():
 
 
 def all_cases():
-    return llm_cases() + training_cases() + diffusion_cases()
+    return llm_cases() + hf_cases() + training_cases() + diffusion_cases()
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,9 +263,19 @@ def dtype_of(torch, name):
             "mixed-bf16": torch.float32}[name]
 
 
-def build_llm(torch, model_id, dtype):
+def config_from_json(cfg):
     import transformers
-    cfg = hf_config(model_id)
+    cfg = dict(cfg)
+    model_type = cfg.pop("model_type")
+    for k in [k for k in cfg if k.startswith("_") or k in ("architectures", "transformers_version", "auto_map",
+                                                           "quantization_config", "torch_dtype", "dtype")]:
+        cfg.pop(k)
+    return transformers.AutoConfig.for_model(model_type, **cfg)
+
+
+def build_llm(torch, model, dtype):
+    import transformers
+    cfg = config_from_json(model["hf_config"]) if isinstance(model, dict) else hf_config(model)
     with torch.device("cuda"):
         model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation="sdpa")
     model.eval()
@@ -468,15 +521,19 @@ def run_group(group, out_path):
             import peft
             for p in model.parameters():
                 p.requires_grad_(False)
+            targets = w0.get("lora_targets", "all-linear")
+            modules = {"all-linear": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+                       "attention": ["q_proj", "k_proj", "v_proj", "o_proj"]}.get(targets, targets) \
+                if isinstance(targets, str) else targets
             lcfg = peft.LoraConfig(r=w0["lora_rank"], lora_alpha=2 * w0["lora_rank"], lora_dropout=0.0,
-                                   target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
-                                                   "gate_proj", "up_proj", "down_proj"])
+                                   target_modules=modules)
             model = peft.get_peft_model(model, lcfg)
     else:
         model = build_diffusion(torch, first)
     build_s = time.time() - t0
     weights = param_bytes(model)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    param_count = sum(p.numel() for p in model.parameters())  # tied weights are counted once
     for case in cases:
         w = case["workload"]
         gc.collect()
@@ -487,6 +544,7 @@ def run_group(group, out_path):
         before_reserved = torch.cuda.memory_reserved()
         rec = {"id": case["id"], "workload": w, "run": case["run"], "env": env,
                "build_seconds": round(build_s, 2), "param_bytes": weights, "trainable_params": trainable,
+               "param_count": param_count,
                "device_used_after_context": used_after_context,
                "allocated_before": before_alloc, "reserved_before": before_reserved}
         t1 = time.time()

@@ -1,17 +1,62 @@
 //! LLM inference: weights, KV cache, the prefill working set, logits; per engine.
 
 use super::*;
+use std::borrow::Cow;
+
+use crate::hf::ArchOrigin;
 use crate::{Llm, QuantFamily};
 
-pub(crate) fn model<'a>(ds: &'a Dataset, id: &str) -> Result<&'a Llm, String> {
-    ds.llm(id).ok_or_else(|| {
-        if ds.diffusion_model(id).is_some() {
-            format!("field `model`: `{id}` is a diffusion model; use \"kind\": \"diffusion\"")
-        } else {
-            let known: Vec<&str> = ds.llms.iter().map(|m| m.id.as_str()).collect();
-            format!("field `model`: unknown LLM `{id}` (one of: {})", known.join(", "))
+/// The architecture a workload names: a catalog entry, or one built from the user's config.
+pub(crate) fn model<'a>(ds: &'a Dataset, r: &ModelRef) -> Result<(Cow<'a, Llm>, ArchOrigin), String> {
+    match r {
+        ModelRef::Id(id) => {
+            let m = ds.llm(id).ok_or_else(|| {
+                if ds.diffusion_model(id).is_some() {
+                    format!("field `model`: `{id}` is a diffusion model; use \"kind\": \"diffusion\"")
+                } else {
+                    let known: Vec<&str> = ds.llms.iter().map(|m| m.id.as_str()).collect();
+                    format!(
+                        "field `model`: unknown LLM `{id}` (one of: {}; or give the model's config.json as {{\"hf_config\": {{…}}}})",
+                        known.join(", ")
+                    )
+                }
+            })?;
+            Ok((Cow::Borrowed(m), ArchOrigin { source: "catalog".into(), model_type: None, counted: None }))
         }
-    })
+        ModelRef::Spec(spec) => {
+            let (mut m, origin) = crate::hf::llm_from_config(&spec.hf_config, spec.name.as_deref()).map_err(|e| format!("field `model`: {e}"))?;
+            if let Some(p) = spec.params {
+                if p == 0 {
+                    return Err("field `model.params`: must be at least 1".into());
+                }
+                m.params = p;
+            }
+            Ok((Cow::Owned(m), origin))
+        }
+    }
+}
+
+/// What the fit result says about the architecture it used.
+pub(crate) fn summary(m: &Llm, origin: ArchOrigin) -> Architecture {
+    Architecture {
+        name: m.name.clone(),
+        origin,
+        params: m.params,
+        active_params: m.active_params,
+        layers: m.layers,
+        hidden: m.hidden,
+        heads: m.heads,
+        kv_heads: m.kv_heads,
+        head_dim: m.head_dim,
+        vocab: m.vocab,
+        tied_embeddings: m.tied_embeddings,
+        attention: m.attention,
+        experts: m.experts,
+        experts_per_token: m.experts_per_token,
+        sliding_window: m.sliding().map(|s| s.1 as u32),
+        sliding_layers: m.sliding().map(|s| s.0),
+        max_context: m.max_context,
+    }
 }
 
 /// Parameters of the input embedding and output head.
@@ -64,7 +109,8 @@ pub(crate) fn prefill_elements_per_token(m: &Llm) -> f64 {
 }
 
 pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, String> {
-    let m = model(ds, &l.model)?;
+    let (m, origin) = model(ds, &l.model)?;
+    let m: &Llm = &m;
     let wq = quant(ds, &l.weights, "weights")?;
     let kvq = quant(ds, &l.kv_cache, "kv_cache")?;
     if l.context == 0 {
@@ -77,8 +123,11 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
         return Err(format!("field `context`: {} tokens is beyond {}'s maximum of {}", l.context, m.id, m.max_context));
     }
     let mut b = Breakdown::new();
+    b.arch = Some(summary(m, origin));
     let tokens = (l.context * l.batch) as f64;
-    let kv_per_token = m.kv_elements_per_token() as f64 * kvq.bytes_per_weight();
+    let ubatch = claim_number(ds, "fit-llamacpp-ubatch")?;
+    // Cache bytes of every sequence in flight, sliding-window layers holding what this engine keeps.
+    let (kv_bytes, window_claims) = kv_cache_bytes(ds, m, l, kvq.bytes_per_weight(), ubatch)?;
     let ab = activation_bytes(wq);
     let weights = weight_bytes(m, wq);
     match l.engine {
@@ -89,7 +138,7 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
                 b.add("logits", tokens * m.vocab as f64 * ab, &["fit-logits-all-positions"]);
                 b.add("activations", tokens * 2.0 * m.hidden as f64 * ab, &["fit-logits-all-positions"]);
             } else {
-                b.add("kv-cache", kv_per_token * tokens, &["kv-cache-per-token-16bit", "kv-cache-grows-with-context-and-users"]);
+                b.add("kv-cache", kv_bytes, &["kv-cache-per-token-16bit", "kv-cache-grows-with-context-and-users"]);
                 b.add("activations", tokens * prefill_elements_per_token(m) * ab, &["fit-transformers-prefill-working-set"]);
             }
             b.add("workspace", claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
@@ -103,7 +152,7 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
                 None => claim_number(ds, "fit-vllm-default-utilization")?,
             };
             b.add("weights", weights, &weight_claims(wq));
-            b.add("kv-cache", kv_per_token * tokens, &["vllm-max-seq-len-exceeds-kv-cache", "kv-cache-grows-with-context-and-users"]);
+            b.add("kv-cache", kv_bytes, &["vllm-max-seq-len-exceeds-kv-cache", "kv-cache-grows-with-context-and-users"]);
             b.add("cuda-context", claim_number(ds, "fit-cuda-context-measured")?, &["fit-cuda-context-measured"]);
             // vLLM takes `util` of the card and fills what is left after weights with KV blocks.
             let needed: f64 = b.terms.iter().map(|t| t.bytes as f64).sum();
@@ -120,8 +169,7 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
             let on_gpu = l.gpu_layers.unwrap_or(layers).min(layers);
             let share = on_gpu as f64 / layers as f64;
             b.add("weights", weights * share, &weight_claims(wq));
-            b.add("kv-cache", kv_per_token * tokens * share, &["llamacpp-context-layers-kv-type", "kv-cache-grows-with-context-and-users"]);
-            let ubatch = claim_number(ds, "fit-llamacpp-ubatch")?;
+            b.add("kv-cache", kv_bytes * share, &["llamacpp-context-layers-kv-type", "kv-cache-grows-with-context-and-users"]);
             // Compute buffer: one micro-batch through the widest layer plus its logits, in fp32.
             b.add(
                 "compute-buffer",
@@ -135,5 +183,34 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
             b.notes.push("llama.cpp/Ollama numbers are computed from the formats and the architecture; no reference run backs them yet.".into());
         }
     }
+    if let Some(t) = b.terms.iter_mut().find(|t| t.term == "kv-cache") {
+        for c in window_claims {
+            t.claims.push(c.to_string());
+        }
+    }
     Ok(b)
+}
+
+/// KV-cache bytes of the whole batch. Global-attention layers keep every token; sliding-window
+/// layers keep what the engine keeps for them (the claims say how many tokens).
+fn kv_cache_bytes(ds: &Dataset, m: &Llm, l: &LlmInference, bytes_per_element: f64, ubatch: f64) -> Result<(f64, Vec<&'static str>), String> {
+    let claims: Vec<&'static str> = match (m.sliding(), &l.engine) {
+        (None, _) => vec![],
+        (Some(_), Engine::Transformers) => vec!["fit-transformers-sliding-window-cache"],
+        (Some(_), Engine::Vllm) => vec!["fit-vllm-sliding-window-cache"],
+        (Some(_), Engine::LlamaCpp | Engine::Ollama) => vec!["fit-llamacpp-sliding-window-cache"],
+    };
+    let window_tokens = |w: u64| -> u64 {
+        match l.engine {
+            // transformers' sliding layers keep the last `window - 1` tokens between steps.
+            Engine::Transformers => w.saturating_sub(1).max(1),
+            Engine::Vllm => w,
+            // llama.cpp's sliding-window cache holds the window of every sequence plus one
+            // micro-batch, rounded up to its 256-cell padding.
+            Engine::LlamaCpp | Engine::Ollama => (w * l.batch + ubatch as u64).div_ceil(256) * 256 / l.batch.max(1),
+        }
+    };
+    let _ = ds;
+    let per_seq = m.kv_elements(l.context, window_tokens) as f64;
+    Ok((per_seq * l.batch as f64 * bytes_per_element, claims))
 }

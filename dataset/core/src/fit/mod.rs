@@ -9,6 +9,7 @@
 pub mod accuracy;
 pub mod diffusion;
 pub mod query;
+pub mod search;
 mod llm;
 mod training;
 pub mod workload;
@@ -52,9 +53,39 @@ pub struct Lever {
     pub claims: Vec<String>,
 }
 
+/// The LLM architecture a fit used and where it came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Architecture {
+    pub name: String,
+    pub origin: crate::hf::ArchOrigin,
+    pub params: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_params: Option<u64>,
+    pub layers: u32,
+    pub hidden: u32,
+    pub heads: u32,
+    pub kv_heads: u32,
+    pub head_dim: u32,
+    pub vocab: u32,
+    pub tied_embeddings: bool,
+    pub attention: crate::Attention,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts_per_token: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_layers: Option<u32>,
+    pub max_context: u64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Fit {
     pub workload: serde_json::Value,
+    /// LLM workloads: the architecture used (catalog entry or the user's config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<Architecture>,
     /// Everything on the device at the peak: the sum of the breakdown.
     pub peak_bytes: u64,
     /// Tensor memory at the peak (what `torch.cuda.max_memory_allocated` reports).
@@ -65,17 +96,22 @@ pub struct Fit {
     pub levers: Vec<Lever>,
     /// Assumptions the engine made (defaults it filled in, engine-specific behaviour).
     pub notes: Vec<String>,
+    /// The largest context/batch/size that fits a chosen card, and more (see [`search`]); only
+    /// when a card was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<search::Answers>,
 }
 
 /// What the engine modules return before fits and levers are added.
 pub(crate) struct Breakdown {
     pub terms: Vec<Term>,
     pub notes: Vec<String>,
+    pub arch: Option<Architecture>,
 }
 
 impl Breakdown {
     pub fn new() -> Breakdown {
-        Breakdown { terms: Vec::new(), notes: Vec::new() }
+        Breakdown { terms: Vec::new(), notes: Vec::new(), arch: None }
     }
 
     pub fn add(&mut self, term: &str, bytes: f64, claims: &[&str]) {
@@ -192,7 +228,53 @@ pub fn fit(ds: &Dataset, w: &Workload) -> Result<Fit, String> {
         }
     }
     levers.sort_by(|a, b| b.saving_bytes.cmp(&a.saving_bytes));
-    Ok(Fit { workload: w.to_value(), peak_bytes: peak, tensor_bytes: b.tensor_bytes(), breakdown: b.terms, fits, levers, notes: b.notes })
+    Ok(Fit {
+        workload: w.to_value(),
+        architecture: b.arch.clone(),
+        peak_bytes: peak,
+        tensor_bytes: b.tensor_bytes(),
+        breakdown: b.terms,
+        fits,
+        levers,
+        notes: b.notes,
+        answers: None,
+    })
+}
+
+/// [`fit`] plus the answers for a card with `budget_bytes` free.
+pub fn fit_on(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Fit, String> {
+    let mut f = fit(ds, w)?;
+    f.answers = Some(search::answers(ds, w, budget_bytes)?);
+    Ok(f)
+}
+
+/// A card for `dataset fit --gpu`: a catalog id or a size such as `8GiB`, `12GB`, `24` (GiB).
+pub fn budget(ds: &Dataset, gpu: &str, other_processes_gib: f64) -> Result<u64, String> {
+    let total = match ds.gpu(gpu) {
+        Some(g) => gpu_bytes(g) as f64,
+        None => {
+            let t = gpu.trim();
+            let (num, mult) = if let Some(n) = t.strip_suffix("GiB") {
+                (n, GIB)
+            } else if let Some(n) = t.strip_suffix("GB") {
+                (n, 1e9)
+            } else {
+                (t, GIB)
+            };
+            match num.trim().parse::<f64>() {
+                Ok(x) if x > 0.0 && x.is_finite() => x * mult,
+                _ => return Err(format!("`{gpu}` is neither a catalog GPU id nor a size such as 8GiB")),
+            }
+        }
+    };
+    if !(other_processes_gib >= 0.0 && other_processes_gib.is_finite()) {
+        return Err("memory used by other processes must be 0 or more GiB".into());
+    }
+    let left = total - other_processes_gib * GIB;
+    if left <= 0.0 {
+        return Err("other processes already use the whole card".into());
+    }
+    Ok(left as u64)
 }
 
 type LeverSpec = (String, String, Vec<&'static str>, Workload);

@@ -1,7 +1,7 @@
 //! Training: weights, gradients, optimizer states, saved activations, the loss's logits, and the
 //! three moments where the peak can fall (end of forward, start of backward, optimizer step).
 
-use super::llm::{embedding_params, model};
+use super::llm::{embedding_params, model, summary};
 use super::*;
 use crate::Llm;
 
@@ -23,14 +23,28 @@ fn precision(p: &str) -> Result<Precision, String> {
     })
 }
 
-/// Trainable parameters of a LoRA adapter on every linear layer of every block.
-fn lora_params(m: &Llm, rank: f64) -> f64 {
+/// (in, out) features of each adapted projection of one decoder block, by PEFT module name.
+fn projection_dims(m: &Llm) -> [(&'static str, f64, f64); 7] {
     let h = m.hidden as f64;
     let q = (m.heads * m.head_dim) as f64;
     let kv = (m.kv_heads * m.head_dim) as f64;
     let i = m.intermediate as f64;
-    // q, k, v, o, gate, up, down: rank × (in + out) each.
-    let per_layer = rank * ((h + q) + 2.0 * (h + kv) + (q + h) + 2.0 * (h + i) + (i + h));
+    [
+        ("q_proj", h, q),
+        ("k_proj", h, kv),
+        ("v_proj", h, kv),
+        ("o_proj", q, h),
+        ("gate_proj", h, i),
+        ("up_proj", h, i),
+        ("down_proj", i, h),
+    ]
+}
+
+/// Trainable parameters of LoRA adapters on the targeted projections of every block: rank ×
+/// (in + out) each.
+fn lora_params(m: &Llm, rank: f64, targets: &LoraTargets) -> f64 {
+    let per_layer: f64 =
+        projection_dims(m).iter().filter(|(name, _, _)| targets.has(name)).map(|(_, i, o)| rank * (i + o)).sum();
     per_layer * m.layers as f64
 }
 
@@ -57,7 +71,8 @@ fn layer_elements(ds: &Dataset, m: &Llm, p: &Precision, lora: bool, qk_norm: boo
 }
 
 pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String> {
-    let m = model(ds, &t.model)?;
+    let (m, origin) = model(ds, &t.model)?;
+    let m: &Llm = &m;
     let p = precision(&t.precision)?;
     if t.seq == 0 || t.batch == 0 {
         return Err("fields `seq` and `batch` must be at least 1".into());
@@ -72,23 +87,24 @@ pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String>
         return Err("field `lora_rank`: must be at least 1".into());
     }
     let mut b = Breakdown::new();
+    b.arch = Some(summary(m, origin));
     let n = t.gpus as f64;
     let params = m.params as f64;
     let tokens = (t.seq * t.batch) as f64;
     let h = m.hidden as f64;
     let v = m.vocab as f64;
     let lora = t.method != Method::Full;
-    // Qwen3-style query/key norms add fp32 copies of q and k.
-    let qk_norm = m.id.starts_with("qwen3");
+    // Query/key norms (Qwen3, Gemma 3, OLMo 2) add fp32 copies of q and k.
+    let qk_norm = m.qk_norm;
 
     // Weights, gradients, optimizer states (per GPU under ZeRO).
     let (weights, trainable, train_bytes) = match t.method {
         Method::Full => (params * p.weight, params, p.weight),
-        Method::Lora => (params * 2.0, lora_params(m, t.lora_rank as f64), 4.0),
+        Method::Lora => (params * 2.0, lora_params(m, t.lora_rank as f64, &t.lora_targets), 4.0),
         Method::Qlora => {
             let nf4 = quant(ds, "nf4", "method")?;
             let e = embedding_params(m);
-            ((params - e) * nf4.bytes_per_weight() + e * 2.0, lora_params(m, t.lora_rank as f64), 4.0)
+            ((params - e) * nf4.bytes_per_weight() + e * 2.0, lora_params(m, t.lora_rank as f64, &t.lora_targets), 4.0)
         }
     };
     let shard = |stage: u8| if t.zero >= stage { n } else { 1.0 };

@@ -13,10 +13,134 @@ pub enum Engine {
     Ollama,
 }
 
+/// Which LLM: a catalog id, or a description the user brings (`config.json`, hand-typed fields).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "serde_json::Value", into = "serde_json::Value")]
+pub enum ModelRef {
+    Id(String),
+    Spec(ModelSpec),
+}
+
+/// A model described by the user instead of a catalog id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// The model's Hugging Face `config.json`, as published (or as built from a GGUF's metadata).
+    pub hf_config: serde_json::Value,
+    /// A label for results (default: the config's `_name_or_path` or `model_type`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The parameter count, when the user knows it better than the architecture count (e.g. from
+    /// the checkpoint's index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<u64>,
+}
+
+impl TryFrom<serde_json::Value> for ModelRef {
+    type Error = String;
+    fn try_from(v: serde_json::Value) -> Result<ModelRef, String> {
+        match v {
+            serde_json::Value::String(s) => Ok(ModelRef::Id(s)),
+            serde_json::Value::Object(_) => serde_json::from_value(v)
+                .map(ModelRef::Spec)
+                .map_err(|e| format!("field `model`: {e} (a model object holds `hf_config` and optionally `name` and `params`)")),
+            other => Err(format!("field `model` must be a catalog id or an object with `hf_config`, found {other}")),
+        }
+    }
+}
+
+impl From<ModelRef> for serde_json::Value {
+    fn from(m: ModelRef) -> serde_json::Value {
+        match m {
+            ModelRef::Id(s) => serde_json::Value::String(s),
+            ModelRef::Spec(s) => serde_json::to_value(s).expect("model specs serialize"),
+        }
+    }
+}
+
+impl ModelRef {
+    /// The catalog id, if this is one.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            ModelRef::Id(s) => Some(s),
+            ModelRef::Spec(_) => None,
+        }
+    }
+}
+
+impl From<&str> for ModelRef {
+    fn from(s: &str) -> ModelRef {
+        ModelRef::Id(s.to_string())
+    }
+}
+
+/// Which parts of each decoder block carry LoRA adapters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "serde_json::Value", into = "serde_json::Value")]
+pub enum LoraTargets {
+    /// Every linear layer of every block (PEFT's `"all-linear"`; the output head excluded).
+    AllLinear,
+    /// The attention projections: q, k, v, o.
+    Attention,
+    /// Module names as PEFT takes them (`["q_proj", "v_proj"]`).
+    Modules(Vec<String>),
+}
+
+/// Projection names the engine knows, as transformers' Llama-family modules name them.
+pub const LORA_MODULES: [&str; 7] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
+
+impl TryFrom<serde_json::Value> for LoraTargets {
+    type Error = String;
+    fn try_from(v: serde_json::Value) -> Result<LoraTargets, String> {
+        match &v {
+            serde_json::Value::String(s) if s == "all-linear" => Ok(LoraTargets::AllLinear),
+            serde_json::Value::String(s) if s == "attention" => Ok(LoraTargets::Attention),
+            serde_json::Value::Array(a) => {
+                let mut out = Vec::new();
+                for x in a {
+                    let name = x.as_str().ok_or("field `lora_targets`: module names must be strings")?;
+                    if !LORA_MODULES.contains(&name) {
+                        return Err(format!("field `lora_targets`: unknown module `{name}` (one of: {})", LORA_MODULES.join(", ")));
+                    }
+                    if !out.iter().any(|o: &String| o == name) {
+                        out.push(name.to_string());
+                    }
+                }
+                if out.is_empty() {
+                    return Err("field `lora_targets`: name at least one module".into());
+                }
+                Ok(LoraTargets::Modules(out))
+            }
+            other => Err(format!("field `lora_targets` must be \"all-linear\", \"attention\" or an array of module names, found {other}")),
+        }
+    }
+}
+
+impl From<LoraTargets> for serde_json::Value {
+    fn from(t: LoraTargets) -> serde_json::Value {
+        match t {
+            LoraTargets::AllLinear => "all-linear".into(),
+            LoraTargets::Attention => "attention".into(),
+            LoraTargets::Modules(m) => m.into(),
+        }
+    }
+}
+
+impl LoraTargets {
+    /// Whether a projection carries an adapter.
+    pub fn has(&self, module: &str) -> bool {
+        match self {
+            LoraTargets::AllLinear => true,
+            LoraTargets::Attention => matches!(module, "q_proj" | "k_proj" | "v_proj" | "o_proj"),
+            LoraTargets::Modules(m) => m.iter().any(|x| x == module),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmInference {
-    pub model: String,
+    pub model: ModelRef,
     /// Weight format: fp32, bf16, fp16, fp8, int8, int4, nf4, awq-int4, gptq-int4 or a GGUF type/scheme.
     #[serde(default = "bf16")]
     pub weights: String,
@@ -62,7 +186,7 @@ pub enum Optimizer {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Training {
-    pub model: String,
+    pub model: ModelRef,
     #[serde(default = "full")]
     pub method: Method,
     /// fp32, bf16, fp16, or mixed-bf16 (fp32 master weights with bf16 autocast).
@@ -79,6 +203,9 @@ pub struct Training {
     pub gradient_checkpointing: bool,
     #[serde(default = "sixteen")]
     pub lora_rank: u64,
+    /// LoRA/QLoRA: which projections carry adapters (default `"all-linear"`).
+    #[serde(default = "all_linear", skip_serializing_if = "is_all_linear")]
+    pub lora_targets: LoraTargets,
     /// GPUs the model states are spread over (data parallel).
     #[serde(default = "one")]
     pub gpus: u64,
@@ -159,6 +286,12 @@ pub enum Workload {
 fn bf16() -> String {
     "bf16".into()
 }
+fn all_linear() -> LoraTargets {
+    LoraTargets::AllLinear
+}
+fn is_all_linear(t: &LoraTargets) -> bool {
+    *t == LoraTargets::AllLinear
+}
 fn one() -> u64 {
     1
 }
@@ -216,11 +349,16 @@ impl Workload {
         v
     }
 
-    pub fn model(&self) -> &str {
-        match self {
+    /// The catalog id of the model, or the label of a user-described one.
+    pub fn model(&self) -> String {
+        let r = match self {
             Workload::LlmInference(w) => &w.model,
             Workload::Training(w) => &w.model,
-            Workload::Diffusion(w) => &w.model,
+            Workload::Diffusion(w) => return w.model.clone(),
+        };
+        match r {
+            ModelRef::Id(s) => s.clone(),
+            ModelRef::Spec(s) => s.name.clone().unwrap_or_else(|| "config.json".into()),
         }
     }
 }
