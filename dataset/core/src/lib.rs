@@ -19,6 +19,7 @@ pub mod hf;
 pub mod lang;
 pub mod model;
 pub mod report;
+pub mod modelfile;
 
 #[cfg(feature = "toml")]
 pub mod load;
