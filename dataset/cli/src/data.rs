@@ -146,6 +146,115 @@ pub fn fit(dir: &Path, input: &Path, gpu: Option<&str>, other_gib: f64) -> Resul
     Ok(())
 }
 
+/// Reads a model file's header: a prefix first, then as many bytes as the parser asks for (only
+/// the header; JSON files are read whole, up to 64 MiB).
+pub fn read_model_file(path: &Path) -> Result<headroom_core::modelfile::ModelFile, String> {
+    use headroom_core::modelfile::{parse, ParseError};
+    use std::io::{Read, Seek, SeekFrom};
+    const MAX_HEADER: u64 = 1 << 30;
+    let shown = path.display();
+    let mut f = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+    let len = f.metadata().map_err(|e| format!("{shown}: {e}"))?.len();
+    let mut buf = Vec::new();
+    let mut want: u64 = 1 << 16;
+    loop {
+        let target = want.min(len);
+        if (buf.len() as u64) < target {
+            f.seek(SeekFrom::Start(buf.len() as u64)).map_err(|e| format!("{shown}: {e}"))?;
+            let mut more = vec![0u8; (target - buf.len() as u64) as usize];
+            f.read_exact(&mut more).map_err(|e| format!("{shown}: {e}"))?;
+            buf.extend_from_slice(&more);
+        }
+        let sniffed = headroom_core::modelfile::sniff(&buf);
+        let is_json = matches!(sniffed, headroom_core::modelfile::Kind::Config | headroom_core::modelfile::Kind::SafetensorsIndex);
+        if is_json && (buf.len() as u64) < len {
+            if len > 64 << 20 {
+                return Err(format!("{shown}: a JSON file of {len} bytes is too large for a config or an index"));
+            }
+            want = len;
+            continue;
+        }
+        match parse(&buf) {
+            Err(ParseError::NeedBytes(n)) if n > buf.len() as u64 && (buf.len() as u64) < len => {
+                if n > MAX_HEADER {
+                    return Err(format!("{shown}: the header claims {n} bytes, more than the 1 GiB this tool reads"));
+                }
+                want = n.max(want * 2);
+            }
+            other => return other.map_err(|e| format!("{shown}: {}", e.at_file_len(len))),
+        }
+    }
+}
+
+/// `dataset model PATH`: what the engine takes from a model file.
+pub fn model(dir: &Path, path: &Path, config: Option<&Path>, json: bool) -> Result<(), String> {
+    use headroom_core::modelfile::{describe::describe, ModelFile};
+    let file = read_model_file(path)?;
+    let config_path = match (&file, config) {
+        (_, Some(c)) => Some(c.to_path_buf()),
+        (ModelFile::Safetensors(_) | ModelFile::SafetensorsIndex(_), None) => {
+            let beside = path.parent().unwrap_or(Path::new(".")).join("config.json");
+            beside.exists().then_some(beside)
+        }
+        _ => None,
+    };
+    let config_value = match &config_path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            Some(serde_json::from_str::<serde_json::Value>(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))?)
+        }
+        None => None,
+    };
+    let loaded = load_checked(dir)?;
+    let d = describe(&loaded.dataset, &file, config_value.as_ref());
+    if json {
+        println!("{}", serde_json::to_string_pretty(&d).expect("json"));
+        return Ok(());
+    }
+    let gib = |b: u64| {
+        if b >= 1 << 30 { format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64) } else { format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64) }
+    };
+    println!("{}: {} ({} tensors)", path.display(), d.format, d.tensors);
+    if let Some(b) = d.weight_bytes {
+        println!("weights: {} ({b} bytes){}", gib(b), d.weights_format.as_ref().map(|f| format!(", format {f}")).unwrap_or_default());
+    }
+    for t in &d.by_type {
+        println!("  {:<8} {:>6} tensors  {}", t.name, t.tensors, gib(t.bytes));
+    }
+    if let Some(a) = &d.architecture {
+        println!(
+            "architecture: {} ({}{}), {} parameters{}",
+            a.name,
+            a.origin.source,
+            a.origin.model_type.as_ref().map(|t| format!(", model_type {t}")).unwrap_or_default(),
+            a.params,
+            a.active_params.map(|x| format!(", {x} active per token")).unwrap_or_default()
+        );
+        println!(
+            "  {} layers, hidden {}, {} heads ({} KV) × {}, vocab {}, context {}{}{}",
+            a.layers,
+            a.hidden,
+            a.heads,
+            a.kv_heads,
+            a.head_dim,
+            a.vocab,
+            a.max_context,
+            a.experts.map(|e| format!(", {e} experts ({} per token)", a.experts_per_token.unwrap_or(0))).unwrap_or_default(),
+            a.sliding_window.map(|w| format!(", sliding window {w} on {} layers", a.sliding_layers.unwrap_or(a.layers))).unwrap_or_default()
+        );
+        if let Some(c) = &a.origin.counted {
+            println!("  counted: {c}");
+        }
+    }
+    for n in &d.notes {
+        println!("note: {n}");
+    }
+    if let Some(m) = &d.model {
+        println!("for dataset fit: \"model\": {}", serde_json::to_string(m).expect("json"));
+    }
+    Ok(())
+}
+
 /// `dataset accuracy`: the table, and failure when a case is outside 5 % / 0.5 GiB.
 pub fn accuracy(dir: &Path, measurements: &Path, json: bool) -> Result<(), String> {
     use headroom_core::fit::accuracy::{accuracy, parse_references};

@@ -65,6 +65,20 @@ enum Command {
         #[arg(long, value_name = "GIB", default_value_t = 0.0, requires = "gpu")]
         other_gib: f64,
     },
+    /// Describe a model file as the fit engine reads it: a GGUF, a .safetensors file, a
+    /// model.safetensors.index.json or a config.json (only headers are read).
+    Model {
+        /// The file.
+        path: PathBuf,
+        /// The config.json that goes with a .safetensors file or index (default: the one beside it).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long, default_value_os_t = data::default_data_dir())]
+        data: PathBuf,
+        /// Print the description as JSON (its `model` object goes into a `dataset fit` workload).
+        #[arg(long)]
+        json: bool,
+    },
     /// Predicted vs measured peak for every reference run, with the error of each.
     Accuracy {
         #[arg(long, default_value_os_t = data::default_data_dir())]
@@ -134,6 +148,7 @@ fn main() -> ExitCode {
         Command::Build { data, i18n, out } => data::build(&data, &i18n, &out),
         Command::Claims { data, json } => data::claims(&data, json),
         Command::Fit { input, data, gpu, other_gib } => data::fit(&data, &input, gpu.as_deref(), other_gib),
+        Command::Model { path, config, data, json } => data::model(&data, &path, config.as_deref(), json),
         Command::Accuracy { data, measurements, json } => data::accuracy(&data, &measurements, json),
         Command::Serve { addr, db, site, data, rate_limit, rate_burst } => {
             serve::run(serve::Options { addr, db, site, data, rate_limit, rate_burst })

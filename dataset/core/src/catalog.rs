@@ -88,6 +88,10 @@ pub struct Llm {
     /// How many of the layers use that window (the others attend over the whole context).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding_layers: Option<u32>,
+    /// The `model_type` of the model's config.json, where engine behaviour depends on it (which
+    /// architectures llama.cpp gives a sliding-window cache).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_type: Option<String>,
     /// Query and key pass through their own RMS norms (Qwen3, Gemma 3, OLMo 2).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub qk_norm: bool,

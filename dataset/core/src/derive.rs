@@ -305,6 +305,7 @@ mod tests {
             sliding_window: None,
             sliding_layers: None,
             qk_norm: false,
+            model_type: None,
             source: src(),
         };
         let quant = |id: &str, bits| Quant {

@@ -116,7 +116,17 @@ impl<'a> Cfg<'a> {
 /// Which layers use a sliding window, as transformers decides it: the config's `layer_types`
 /// when present, otherwise the model type's own rule.
 fn sliding_layers(c: &Cfg, layers: u64) -> Result<Option<(u32, u32)>, String> {
-    let window = match c.uint("sliding_window")? {
+    // The configuration classes' defaults when the key is absent (a `null` turns the window off).
+    let class_default = match c.model_type {
+        "gemma2" | "gemma3_text" | "cohere2" => Some(4096),
+        "gpt_oss" => Some(128),
+        _ => None,
+    };
+    let window = match c.m.get("sliding_window") {
+        None => class_default,
+        Some(_) => c.uint("sliding_window")?,
+    };
+    let window = match window {
         Some(w) if w > 0 => w,
         _ => return Ok(None),
     };
@@ -141,7 +151,7 @@ fn sliding_layers(c: &Cfg, layers: u64) -> Result<Option<(u32, u32)>, String> {
             if !c.flag("use_sliding_window", false)? {
                 0
             } else {
-                layers.saturating_sub(c.or("max_window_layers", layers)?)
+                layers.saturating_sub(c.or("max_window_layers", 28)?)
             }
         }
         // Mistral, Mixtral, Phi-3, Starcoder2: one window for every layer.
@@ -408,6 +418,7 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
         sliding_window: sliding.map(|s| s.0),
         sliding_layers: sliding.map(|s| s.1),
         qk_norm: matches!(model_type, "qwen3" | "qwen3_moe" | "gemma3_text" | "olmo2"),
+        model_type: Some(model_type.to_string()),
         source: Source {
             kind: SourceKind::ModelCard,
             title: "config.json given with the workload".into(),

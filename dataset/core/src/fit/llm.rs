@@ -129,7 +129,15 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
     // Cache bytes of every sequence in flight, sliding-window layers holding what this engine keeps.
     let (kv_bytes, window_claims) = kv_cache_bytes(ds, m, l, kvq.bytes_per_weight(), ubatch)?;
     let ab = activation_bytes(wq);
-    let weights = weight_bytes(m, wq);
+    // The user's file, when it is in the format asked for, gives the exact bytes.
+    let file = match &l.model {
+        ModelRef::Spec(s) => s.file.as_ref().filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == wq.id)),
+        ModelRef::Id(_) => None,
+    };
+    let weights = file.map(|f| f.bytes as f64).unwrap_or_else(|| weight_bytes(m, wq));
+    if let Some(f) = file {
+        b.notes.push(format!("weights: the {} bytes of the model file's tensors", f.bytes));
+    }
     match l.engine {
         Engine::Transformers => {
             b.add("weights", weights, &weight_claims(wq));
@@ -194,23 +202,21 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
 /// KV-cache bytes of the whole batch. Global-attention layers keep every token; sliding-window
 /// layers keep what the engine keeps for them (the claims say how many tokens).
 fn kv_cache_bytes(ds: &Dataset, m: &Llm, l: &LlmInference, bytes_per_element: f64, ubatch: f64) -> Result<(f64, Vec<&'static str>), String> {
-    let claims: Vec<&'static str> = match (m.sliding(), &l.engine) {
-        (None, _) => vec![],
-        (Some(_), Engine::Transformers) => vec!["fit-transformers-sliding-window-cache"],
-        (Some(_), Engine::Vllm) => vec!["fit-vllm-sliding-window-cache"],
-        (Some(_), Engine::LlamaCpp | Engine::Ollama) => vec!["fit-llamacpp-sliding-window-cache"],
-    };
-    let window_tokens = |w: u64| -> u64 {
-        match l.engine {
-            // transformers' sliding layers keep the last `window - 1` tokens between steps.
-            Engine::Transformers => w.saturating_sub(1).max(1),
-            Engine::Vllm => w,
-            // llama.cpp's sliding-window cache holds the window of every sequence plus one
-            // micro-batch, rounded up to its 256-cell padding.
-            Engine::LlamaCpp | Engine::Ollama => (w * l.batch + ubatch as u64).div_ceil(256) * 256 / l.batch.max(1),
+    let _ = ds;
+    let full = |_: u64| l.context;
+    let (per_seq, claims): (u64, Vec<&'static str>) = match (m.sliding(), &l.engine) {
+        (None, _) => (m.kv_elements(l.context, full), vec![]),
+        // generate()'s peak still holds the whole prompt on sliding layers (a view keeps the
+        // prefill's storage alive until the first decoding step).
+        (Some(_), Engine::Transformers) => (m.kv_elements(l.context, full), vec!["fit-transformers-sliding-window-cache"]),
+        (Some(_), Engine::Vllm) => (m.kv_elements(l.context, |w| w), vec!["fit-vllm-sliding-window-cache"]),
+        (Some(_), Engine::LlamaCpp | Engine::Ollama) => {
+            let swa = matches!(m.model_type.as_deref(), Some("gemma2" | "gemma3" | "gemma3_text" | "gpt_oss" | "cohere2"));
+            // The window plus one micro-batch, padded to 256 cells, per sequence.
+            let cells = |w: u64| (w + ubatch as u64).div_ceil(256) * 256;
+            let n = if swa { m.kv_elements(l.context, cells) } else { m.kv_elements(l.context, full) };
+            (n, vec!["fit-llamacpp-sliding-window-cache"])
         }
     };
-    let _ = ds;
-    let per_seq = m.kv_elements(l.context, window_tokens) as f64;
-    Ok((per_seq * l.batch as f64 * bytes_per_element, claims))
+    Ok((per_seq as f64 * l.batch as f64 * bytes_per_element, claims))
 }

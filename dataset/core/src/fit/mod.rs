@@ -17,6 +17,7 @@ pub mod workload;
 use serde::{Deserialize, Serialize};
 
 pub use workload::*;
+pub(crate) use llm::summary;
 
 use crate::{Dataset, Quant};
 

@@ -34,6 +34,20 @@ pub struct ModelSpec {
     /// the checkpoint's index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<u64>,
+    /// The weights as stored in the user's file (`dataset model PATH` writes it): used for the
+    /// `weights` term whenever the workload's `weights` is this format.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileWeights>,
+}
+
+/// Exact weight bytes read from a model file's tensor table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileWeights {
+    /// The format the file is in, as `weights` names it (`Q4_K_M`, `bf16`, …).
+    pub format: String,
+    /// Bytes of every tensor in the file.
+    pub bytes: u64,
 }
 
 impl TryFrom<serde_json::Value> for ModelRef {
@@ -43,7 +57,7 @@ impl TryFrom<serde_json::Value> for ModelRef {
             serde_json::Value::String(s) => Ok(ModelRef::Id(s)),
             serde_json::Value::Object(_) => serde_json::from_value(v)
                 .map(ModelRef::Spec)
-                .map_err(|e| format!("field `model`: {e} (a model object holds `hf_config` and optionally `name` and `params`)")),
+                .map_err(|e| format!("field `model`: {e} (a model object holds `hf_config` and optionally `name`, `params` and `file`)")),
             other => Err(format!("field `model` must be a catalog id or an object with `hf_config`, found {other}")),
         }
     }

@@ -26,6 +26,7 @@
 //! [`gguf_to_hf_config`] turns a GGUF's llama.cpp metadata back into the `config.json` fields the
 //! fit engine reads.
 
+pub mod describe;
 pub mod gguf;
 pub mod safetensors;
 
