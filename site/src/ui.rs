@@ -71,6 +71,7 @@ pub fn term_label(lang: Lang, term: &str) -> String {
         "gpu-memory-utilization-headroom" => k::TERM_GPU_MEMORY_UTILIZATION_HEADROOM,
         "zero3-gathered-layer" => k::TERM_ZERO3_GATHERED_LAYER,
         "dequantized-layer" => k::TERM_DEQUANTIZED_LAYER,
+        "attention-mask" => k::TERM_ATTENTION_MASK,
         other => return other.to_string(),
     };
     t(lang, key).to_string()

@@ -286,3 +286,48 @@ fn the_cli_describes_model_files() {
     std::fs::remove_file(&tmp).ok();
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("truncated"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// The engine's parameter count of every config a reference run built equals what transformers
+/// counted on the GPU (`param_count` in the run's record); DeepSeek-V3-layout models add the
+/// router's score-correction bias, which transformers keeps as a buffer and the GPU still holds.
+/// Configs too large to build are checked against transformers' meta-device counts (configs/llm/SOURCES.md).
+#[test]
+fn config_counts_equal_what_transformers_builds() {
+    let ds = &loaded().dataset;
+    let root = headroom_e2e::repo_root().join("dataset/measurements");
+    let arch = |cfg: &Value| {
+        let f = run(json!({"kind": "llm-inference", "model": {"hf_config": cfg}, "context": 16, "engine": "vllm"}));
+        f.architecture.unwrap()
+    };
+    let score_bias = |cfg: &Value| -> u64 {
+        let t = cfg["model_type"].as_str().unwrap();
+        if t != "deepseek_v3" && t != "kimi_k2" {
+            return 0;
+        }
+        let layers = cfg["num_hidden_layers"].as_u64().unwrap();
+        let first = cfg["first_k_dense_replace"].as_u64().unwrap_or(0);
+        cfg["n_routed_experts"].as_u64().unwrap() * (layers - first)
+    };
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root.join("reference")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let r: Value = serde_json::from_str(line).unwrap();
+            let Some(cfg) = r["workload"]["model"].get("hf_config") else { continue };
+            let measured = r["param_count"].as_u64().expect("hf_config runs record param_count");
+            assert_eq!(arch(cfg).params, measured + score_bias(cfg), "{}", r["id"]);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked} reference runs with a config");
+    let _ = ds;
+    for (file, transformers_count) in [
+        ("deepseek-ai__DeepSeek-V3.json", 671_026_404_352u64),
+        ("moonshotai__Kimi-K2.json", 1_026_408_209_408),
+        ("Qwen__Qwen3-0.6B.json", 596_049_920),
+        ("microsoft__Phi-4-mini-instruct.json", 3_836_021_760),
+    ] {
+        let cfg: Value = serde_json::from_str(&std::fs::read_to_string(root.join("harness/configs/llm").join(file)).unwrap()).unwrap();
+        assert_eq!(arch(&cfg).params, transformers_count + score_bias(&cfg), "{file}");
+    }
+}

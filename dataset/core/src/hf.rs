@@ -31,6 +31,7 @@ pub const MODEL_TYPES: &[(&str, &str)] = &[
     ("phi3", "fused qkv and gate/up projections (same count as Llama)"),
     ("deepseek_v2", "multi-head latent attention, shared and routed experts"),
     ("deepseek_v3", "multi-head latent attention, shared and routed experts, router score bias"),
+    ("kimi_k2", "DeepSeek-V3's layout (Kimi K2 ships it as remote code)"),
     ("gpt_oss", "attention biases and sinks, MoE experts with biases, alternating sliding window"),
     ("olmo2", "full-width query/key norms, norms after attention and MLP"),
     ("granite", "Llama layout with scaling multipliers"),
@@ -231,6 +232,9 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
         _ => c.flag("tie_word_embeddings", tie_default)?,
     };
     let max_context = c.or("max_position_embeddings", if gemma_like { 131072 } else { 4096 })?;
+    // Kimi K2 is DeepSeek-V3's architecture under its own name.
+    let model_type = if model_type == "kimi_k2" { "deepseek_v3" } else { model_type };
+    let c = Cfg { m, model_type };
     let is_mla = matches!(model_type, "deepseek_v2" | "deepseek_v3");
     let i = match c.uint("intermediate_size")? {
         Some(i) => i,

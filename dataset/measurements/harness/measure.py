@@ -80,6 +80,16 @@ def llm_cases():
 # in configs/llm/SOURCES.md): the workload carries the config itself, as `dataset fit` takes it.
 HF_RUNS = [
     # config file, name, [(context, batch)]
+    ("Qwen__Qwen2.5-0.5B.json", "Qwen2.5-0.5B", [(4096, 1), (32768, 1), (4096, 8)]),
+    ("google__gemma-3-1b-it.json", "gemma-3-1b-it", [(1024, 1), (16384, 1), (32768, 1), (4096, 4)]),
+    ("microsoft__Phi-3-mini-4k-instruct.json", "Phi-3-mini-4k-instruct", [(4096, 1), (2048, 4)]),
+    ("mistralai__Mistral-7B-v0.1.json", "Mistral-7B-v0.1", [(2048, 1), (16384, 1)]),
+    ("google__gemma-2-2b-it.json", "gemma-2-2b-it", [(8192, 1), (4096, 4)]),
+    ("bigcode__starcoder2-7b.json", "starcoder2-7b", [(8192, 1)]),
+    ("HuggingFaceTB__SmolLM2-135M.json", "SmolLM2-135M", [(8192, 1), (2048, 16)]),
+    ("moonshotai__Moonlight-16B-A3B.json", "Moonlight-16B-A3B", [(1024, 1), (8192, 1)]),
+    ("CohereForAI__c4ai-command-r-v01.json", "c4ai-command-r-v01", [(2048, 1), (8192, 1)]),
+    ("Qwen__Qwen2-57B-A14B.json", "Qwen2-57B-A14B", [(2048, 1)]),
 ]
 
 

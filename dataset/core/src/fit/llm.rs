@@ -147,7 +147,23 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
                 b.add("activations", tokens * 2.0 * m.hidden as f64 * ab, &["fit-logits-all-positions"]);
             } else {
                 b.add("kv-cache", kv_bytes, &["kv-cache-per-token-16bit", "kv-cache-grows-with-context-and-users"]);
-                b.add("activations", tokens * prefill_elements_per_token(m) * ab, &["fit-transformers-prefill-working-set"]);
+                let mlp = tokens * prefill_elements_per_token(m) * ab;
+                match m.sliding() {
+                    // A sliding window longer context than the window: transformers materialises a
+                    // boolean mask of batch × prompt² for the prefill, and SDPA turns it into an
+                    // additive mask in the activation dtype while each sliding layer runs.
+                    Some((_, w)) if l.context > w => {
+                        let square = l.batch as f64 * (l.context as f64).powi(2);
+                        b.add("attention-mask", square, &["fit-transformers-sliding-window-mask"]);
+                        let attention = square * ab + tokens * 4.0 * m.hidden as f64 * ab;
+                        if attention > mlp {
+                            b.add("activations", attention, &["fit-transformers-sliding-window-mask"]);
+                        } else {
+                            b.add("activations", mlp, &["fit-transformers-prefill-working-set"]);
+                        }
+                    }
+                    _ => b.add("activations", mlp, &["fit-transformers-prefill-working-set"]),
+                }
             }
             b.add("workspace", claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
             let dynamic = b.tensor_bytes() as f64 - weights;

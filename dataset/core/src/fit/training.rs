@@ -50,7 +50,7 @@ fn lora_params(m: &Llm, rank: f64, targets: &LoraTargets) -> f64 {
 
 /// Saved activations per token per layer, in elements of the activation dtype, without
 /// checkpointing (the coefficients are measured: claim `fit-training-activations-per-layer`).
-fn layer_elements(ds: &Dataset, m: &Llm, p: &Precision, lora: bool, qk_norm: bool) -> Result<f64, String> {
+fn layer_elements(ds: &Dataset, m: &Llm, p: &Precision, lora: Option<&LoraTargets>, qk_norm: bool) -> Result<f64, String> {
     let h = m.hidden as f64;
     let mut a_h = if p.act >= 4.0 {
         claim_number(ds, "fit-training-activations-fp32")?
@@ -63,11 +63,16 @@ fn layer_elements(ds: &Dataset, m: &Llm, p: &Precision, lora: bool, qk_norm: boo
     if qk_norm {
         a_h += claim_number(ds, "fit-training-qk-norm-extra")?;
     }
-    if lora {
+    let mut untargeted = 0.0;
+    if let Some(targets) = lora {
         // The adapter path casts the inputs of its six hidden-width projections to fp32.
         a_h += 12.0;
+        // A frozen projection without an adapter keeps nothing for the backward pass, so each
+        // one left out saves its input's fp32 copy (claim `fit-training-lora-untargeted-inputs`).
+        let per_input = claim_number(ds, "fit-training-lora-untargeted-inputs")?;
+        untargeted = projection_dims(m).iter().filter(|(name, _, _)| !targets.has(name)).map(|(_, i, _)| per_input * i).sum();
     }
-    Ok(a_h * h + 4.0 * m.intermediate as f64)
+    Ok(a_h * h + 4.0 * m.intermediate as f64 - untargeted)
 }
 
 pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String> {
@@ -128,7 +133,7 @@ pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String>
     };
 
     // Activations and logits per token.
-    let layer = layer_elements(ds, m, &p, lora, qk_norm)? * p.act;
+    let layer = layer_elements(ds, m, &p, lora.then_some(&t.lora_targets), qk_norm)? * p.act;
     let logits_saved = v * if p.act >= 4.0 { 8.0 } else { 4.0 };
     let logits_fwd = v * if p.act >= 4.0 { 4.0 } else { 6.0 };
     let logits_bwd = v * 8.0;
@@ -150,7 +155,10 @@ pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String>
     let backward_start = saved + tokens * logits_bwd + head_grad;
     let backward_peak = backward_start.max(grads);
     let step_peak = grads + step_temp;
-    let act_claims: &[&str] = &["fit-training-activations-per-layer", "fit-training-logits"];
+    let mut act_claims: Vec<&str> = vec!["fit-training-activations-per-layer", "fit-training-logits"];
+    if lora && t.lora_targets != LoraTargets::AllLinear && !t.gradient_checkpointing {
+        act_claims.push("fit-training-lora-untargeted-inputs");
+    }
     if step_peak >= forward_peak && step_peak >= backward_peak {
         b.add("gradients", grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
         b.add("optimizer-states", states, o_claims);
@@ -162,7 +170,7 @@ pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String>
             b.add("gradients", grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
             b.notes.push("the peak is the end of the backward pass, when every gradient exists".into());
         } else {
-            b.add("activations", saved - tokens * logits_saved, act_claims);
+            b.add("activations", saved - tokens * logits_saved, &act_claims);
             b.add("logits", tokens * (logits_saved + logits_bwd), &["fit-training-logits"]);
             b.add("gradients", head_grad, &["fit-training-logits"]);
             if autocast_copies > 0.0 {
@@ -172,7 +180,7 @@ pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String>
         }
     } else {
         b.add("optimizer-states", states, o_claims);
-        b.add("activations", saved - tokens * logits_saved, act_claims);
+        b.add("activations", saved - tokens * logits_saved, &act_claims);
         b.add("logits", tokens * (logits_saved + logits_fwd), &["fit-training-logits"]);
         b.notes.push("the peak is the loss at the end of the forward pass".into());
     }
