@@ -228,7 +228,7 @@ fn fixtures() -> std::path::PathBuf {
 /// file's exact bytes as the weights.
 #[test]
 fn model_files_give_exact_counts_and_bytes() {
-    use headroom_core::modelfile::{describe::describe, parse, ModelFile};
+    use headroom_core::modelfile::{describe::{describe, facts}, parse, ModelFile};
     let ds = &loaded().dataset;
     let mut seen = 0;
     for entry in std::fs::read_dir(fixtures()).unwrap() {
@@ -239,7 +239,7 @@ fn model_files_give_exact_counts_and_bytes() {
         let bytes = std::fs::read(&path).unwrap();
         let file = parse(&bytes).unwrap();
         let ModelFile::Gguf(g) = &file else { panic!("{}", path.display()) };
-        let d = describe(ds, &file, None);
+        let d = describe(ds, &facts(&file), None);
         let arch = d.architecture.as_ref().unwrap_or_else(|| panic!("{}: {:?}", path.display(), d.notes));
         assert_eq!(arch.params, g.total_elements(), "{}", path.display());
         assert_eq!(d.weight_bytes, Some(g.total_tensor_bytes()));
@@ -330,4 +330,25 @@ fn config_counts_equal_what_transformers_builds() {
         let cfg: Value = serde_json::from_str(&std::fs::read_to_string(root.join("harness/configs/llm").join(file)).unwrap()).unwrap();
         assert_eq!(arch(&cfg).params, transformers_count + score_bias(&cfg), "{file}");
     }
+}
+
+/// A config cut to the keys the engine reads (what a shared link carries) describes the same model.
+#[test]
+fn the_essential_config_is_the_same_model() {
+    let dir = headroom_e2e::repo_root().join("dataset/measurements/harness/configs/llm");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let cfg: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let short = headroom_core::hf::essential(&cfg);
+        assert!(short.to_string().len() <= cfg.to_string().len());
+        let a = headroom_core::hf::llm_from_config(&cfg, None).map(|x| x.0);
+        let b = headroom_core::hf::llm_from_config(&short, None).map(|x| x.0);
+        assert_eq!(a, b, "{}", path.display());
+        n += 1;
+    }
+    assert!(n >= 10);
 }

@@ -188,7 +188,7 @@ pub fn read_model_file(path: &Path) -> Result<headroom_core::modelfile::ModelFil
 
 /// `dataset model PATH`: what the engine takes from a model file.
 pub fn model(dir: &Path, path: &Path, config: Option<&Path>, json: bool) -> Result<(), String> {
-    use headroom_core::modelfile::{describe::describe, ModelFile};
+    use headroom_core::modelfile::{describe::{describe, facts}, ModelFile};
     let file = read_model_file(path)?;
     let config_path = match (&file, config) {
         (_, Some(c)) => Some(c.to_path_buf()),
@@ -206,7 +206,7 @@ pub fn model(dir: &Path, path: &Path, config: Option<&Path>, json: bool) -> Resu
         None => None,
     };
     let loaded = load_checked(dir)?;
-    let d = describe(&loaded.dataset, &file, config_value.as_ref());
+    let d = describe(&loaded.dataset, &facts(&file), config_value.as_ref());
     if json {
         println!("{}", serde_json::to_string_pretty(&d).expect("json"));
         return Ok(());

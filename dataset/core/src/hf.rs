@@ -54,6 +54,37 @@ pub const REQUIRED_FIELDS: &[&str] = &[
     "max_position_embeddings",
 ];
 
+/// Every `config.json` key this module reads (also inside `text_config` and `vision_config`).
+pub const READ_KEYS: &[&str] = &[
+    "_name_or_path", "model_type", "attention_bias", "decoder_sparse_step", "first_k_dense_replace", "head_dim",
+    "hidden_size", "image_size", "intermediate_size", "kv_lora_rank", "layer_types", "max_position_embeddings",
+    "max_window_layers", "mlp_bias", "mlp_only_layers", "moe_intermediate_size", "moe_layer_freq", "n_routed_experts",
+    "n_shared_experts", "num_attention_heads", "num_channels", "num_experts", "num_experts_per_tok", "num_hidden_layers",
+    "num_key_value_heads", "num_local_experts", "patch_size", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+    "shared_expert_intermediate_size", "sliding_window", "sliding_window_pattern", "tie_word_embeddings", "use_bias",
+    "use_qk_norm", "use_sliding_window", "v_head_dim", "vocab_size", "torch_dtype", "dtype",
+];
+
+/// The part of a `config.json` the engine reads (the same architecture, a much shorter object:
+/// what a shared calculator link carries).
+pub fn essential(config: &Value) -> Value {
+    fn keep(m: &Map<String, Value>) -> Map<String, Value> {
+        m.iter().filter(|(k, _)| READ_KEYS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+    match config.as_object() {
+        Some(m) => {
+            let mut out = keep(m);
+            for sub in ["text_config", "vision_config"] {
+                if let Some(Value::Object(inner)) = m.get(sub) {
+                    out.insert(sub.into(), Value::Object(keep(inner)));
+                }
+            }
+            Value::Object(out)
+        }
+        None => config.clone(),
+    }
+}
+
 /// Where a resolved architecture came from, for the fit result.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ArchOrigin {

@@ -62,14 +62,19 @@ fn encode(s: &str) -> String {
 }
 
 /// `?kind=training&seq=2048&gradient_checkpointing=true` → a workload object (numbers and
-/// booleans typed). A query without `kind` starts from the LLM preset; one with only `kind`
-/// starts from that task's preset.
+/// booleans typed; a value that is a JSON object or array, such as a user's `model` with its
+/// config or `lora_targets`, is kept as JSON). A query without `kind` starts from the LLM preset;
+/// one with only `kind` starts from that task's preset.
 pub fn parse_query(query: &str) -> State {
     let mut m = Map::new();
     for kv in query.trim_start_matches('?').split('&').filter(|s| !s.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         let (k, v) = (decode(k), decode(v));
+        let structured = (v.starts_with('{') || v.starts_with('['))
+            .then(|| serde_json::from_str::<Value>(&v).ok())
+            .flatten();
         let value = match v.as_str() {
+            _ if structured.is_some() => structured.unwrap(),
             "true" => Value::Bool(true),
             "false" => Value::Bool(false),
             _ => match v.parse::<u64>() {
@@ -125,5 +130,16 @@ mod tests {
         assert!(q.starts_with("?kind=training&model=llama-3.1-8b"), "{q}");
         assert_eq!(decode("a%2Fb+c"), "a/b c");
         assert_eq!(encode("llama.cpp"), "llama.cpp");
+    }
+
+    #[test]
+    fn a_model_object_and_arrays_round_trip_as_json() {
+        let mut s = preset("training");
+        s.insert("model".into(), json!({"hf_config": {"model_type": "qwen2", "hidden_size": 896}, "name": "Qwen2.5 0.5B & co"}));
+        s.insert("lora_targets".into(), json!(["q_proj", "v_proj"]));
+        let q = to_query(&s);
+        assert_eq!(parse_query(&q), s);
+        // Text that only looks like JSON stays text.
+        assert_eq!(parse_query("?kind=training&model={oops")["model"], json!("{oops"));
     }
 }

@@ -112,16 +112,35 @@ fn architecture(config: &Value, name: Option<&str>, notes: &mut Vec<String>) -> 
     }
 }
 
-/// Describes a parsed file. `config` is the `config.json` that goes with a safetensors file or
-/// index (the CLI finds it beside the file; the site asks for it).
-pub fn describe(ds: &Dataset, file: &ModelFile, config: Option<&Value>) -> Description {
+/// What a file says by itself, without the catalog: the part of reading a file that can run
+/// apart from the engine (the site loads the parsers only when a file is dropped).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileFacts {
+    /// `gguf`, `safetensors`, `safetensors-index` or `config.json`.
+    pub format: String,
+    pub tensors: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_bytes: Option<u64>,
+    /// The format the file declares (a GGUF's `general.file_type`, a safetensors file's main
+    /// dtype, an index's `torch_dtype` from its config), as `weights` names formats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_format: Option<String>,
+    pub by_type: Vec<TypeBytes>,
+    /// The architecture as config.json fields (a GGUF's metadata mapped back, or the file itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hf_config: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The architecture is in a config.json that must come with this file.
+    pub needs_config: bool,
+    pub notes: Vec<String>,
+}
+
+/// Reads the facts of a parsed file.
+pub fn facts(file: &ModelFile) -> FileFacts {
     let mut notes = Vec::new();
     match file {
         ModelFile::Gguf(g) => {
-            let bytes = g.total_tensor_bytes();
-            let name = g.get_str("general.name").map(str::to_string);
-            let by_type: Vec<TypeBytes> =
-                g.by_type().iter().map(|t| TypeBytes { name: t.ggml_type.name().to_string(), tensors: t.tensors, bytes: t.bytes }).collect();
             let config = match gguf_to_hf_config(g) {
                 Ok(c) => Some(c),
                 Err(e) => {
@@ -129,79 +148,120 @@ pub fn describe(ds: &Dataset, file: &ModelFile, config: Option<&Value>) -> Descr
                     None
                 }
             };
-            let arch = config.as_ref().and_then(|c| architecture(c, name.as_deref(), &mut notes));
-            let declared = g.get_u64("general.file_type").and_then(gguf_file_type).filter(|f| ds.quant(f).is_some());
-            let format = declared.map(str::to_string).or_else(|| {
-                let params = arch.as_ref().map(|a| a.params).filter(|&p| p > 0)?;
-                let bits = bytes as f64 * 8.0 / params as f64;
-                notes.push(format!("the file declares no scheme the catalog knows; {bits:.2} bits per weight on average"));
-                nearest_gguf(ds, bits)
-            });
-            let model = match (&config, &format) {
-                (Some(c), Some(f)) => Some(model_object(c, name.as_deref(), Some((f, bytes)))),
-                (Some(c), None) => Some(model_object(c, name.as_deref(), None)),
-                _ => None,
-            };
-            Description {
+            FileFacts {
                 format: "gguf".into(),
                 tensors: g.tensors.len() as u64,
-                weight_bytes: Some(bytes),
-                weights_format: format,
-                by_type,
-                architecture: arch,
-                model,
+                weight_bytes: Some(g.total_tensor_bytes()),
+                declared_format: g.get_u64("general.file_type").and_then(gguf_file_type).map(str::to_string),
+                by_type: g.by_type().iter().map(|t| TypeBytes { name: t.ggml_type.name().to_string(), tensors: t.tensors, bytes: t.bytes }).collect(),
+                hf_config: config,
+                name: g.get_str("general.name").map(str::to_string),
+                needs_config: false,
                 notes,
             }
         }
         ModelFile::Safetensors(s) => {
-            let bytes = s.total_tensor_bytes();
             let by = s.by_dtype();
-            let by_type: Vec<TypeBytes> = by.iter().map(|t| TypeBytes { name: t.dtype.name().to_string(), tensors: t.tensors, bytes: t.bytes }).collect();
             let main = by.iter().max_by_key(|t| t.bytes).map(|t| t.dtype.name());
-            let format = main.and_then(safetensors_format).map(str::to_string);
-            if format.is_none() {
+            let declared = main.and_then(safetensors_format).map(str::to_string);
+            if declared.is_none() {
                 notes.push(format!("the weights are mostly {}, a type the engine has no format for", main.unwrap_or("of no type")));
             }
-            finish_hf("safetensors", s.tensors.len() as u64, bytes, format, by_type, ds, config, notes)
-        }
-        ModelFile::SafetensorsIndex(i) => {
-            let n = i.weight_map.len() as u64;
-            let shards = i.shards().len();
-            notes.push(format!("{n} tensors in {shards} shard files"));
-            let format = config
-                .and_then(|c| c.get("torch_dtype").or_else(|| c.get("dtype")))
-                .and_then(Value::as_str)
-                .and_then(|d| match d {
-                    "bfloat16" => Some("bf16"),
-                    "float16" => Some("fp16"),
-                    "float32" => Some("fp32"),
-                    _ => None,
-                })
-                .map(str::to_string);
-            match i.total_size {
-                Some(bytes) => finish_hf("safetensors-index", n, bytes, format, Vec::new(), ds, config, notes),
-                None => {
-                    notes.push("the index has no metadata.total_size".into());
-                    let mut d = finish_hf("safetensors-index", n, 0, None, Vec::new(), ds, config, notes);
-                    d.weight_bytes = None;
-                    d
-                }
-            }
-        }
-        ModelFile::Config(c) => {
-            let name = c.get("_name_or_path").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
-            let arch = architecture(c, name.as_deref(), &mut notes);
-            Description {
-                format: "config.json".into(),
-                tensors: 0,
-                weight_bytes: None,
-                weights_format: None,
-                by_type: Vec::new(),
-                model: arch.as_ref().map(|_| model_object(c, name.as_deref(), None)),
-                architecture: arch,
+            FileFacts {
+                format: "safetensors".into(),
+                tensors: s.tensors.len() as u64,
+                weight_bytes: Some(s.total_tensor_bytes()),
+                declared_format: declared,
+                by_type: by.iter().map(|t| TypeBytes { name: t.dtype.name().to_string(), tensors: t.tensors, bytes: t.bytes }).collect(),
+                hf_config: None,
+                name: None,
+                needs_config: true,
                 notes,
             }
         }
+        ModelFile::SafetensorsIndex(i) => {
+            notes.push(format!("{} tensors in {} shard files", i.weight_map.len(), i.shards().len()));
+            if i.total_size.is_none() {
+                notes.push("the index has no metadata.total_size".into());
+            }
+            FileFacts {
+                format: "safetensors-index".into(),
+                tensors: i.weight_map.len() as u64,
+                weight_bytes: i.total_size,
+                declared_format: None,
+                by_type: Vec::new(),
+                hf_config: None,
+                name: None,
+                needs_config: true,
+                notes,
+            }
+        }
+        ModelFile::Config(c) => FileFacts {
+            format: "config.json".into(),
+            tensors: 0,
+            weight_bytes: None,
+            declared_format: None,
+            by_type: Vec::new(),
+            hf_config: Some(c.clone()),
+            name: c.get("_name_or_path").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string),
+            needs_config: false,
+            notes,
+        },
+    }
+}
+
+/// Describes a file from its facts. `config` is the `config.json` that goes with a safetensors
+/// file or index (the CLI finds it beside the file; the site asks for it).
+pub fn describe(ds: &Dataset, f: &FileFacts, config: Option<&Value>) -> Description {
+    let mut notes = f.notes.clone();
+    let config = f.hf_config.as_ref().or(config);
+    let name = f.name.clone().or_else(|| {
+        config.and_then(|c| c.get("_name_or_path")).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string)
+    });
+    let arch = config.and_then(|c| architecture(c, name.as_deref(), &mut notes));
+    if config.is_none() && f.needs_config {
+        notes.push("the architecture is in the model's config.json, which this file does not contain: give it too".into());
+    }
+    // An index names no dtype: the config's torch_dtype does.
+    let declared = f.declared_format.clone().or_else(|| {
+        if f.format != "safetensors-index" {
+            return None;
+        }
+        let d = config?.get("torch_dtype").or_else(|| config?.get("dtype"))?.as_str()?;
+        Some(match d {
+            "bfloat16" => "bf16",
+            "float16" => "fp16",
+            "float32" => "fp32",
+            _ => return None,
+        }
+        .to_string())
+    });
+    let format = declared.filter(|d| ds.quant(d).is_some()).or_else(|| {
+        if f.format != "gguf" {
+            return None;
+        }
+        let params = arch.as_ref().map(|a| a.params).filter(|&p| p > 0)?;
+        let bits = f.weight_bytes? as f64 * 8.0 / params as f64;
+        notes.push(format!("the file declares no scheme the catalog knows; {bits:.2} bits per weight on average"));
+        nearest_gguf(ds, bits)
+    });
+    let file = match (&format, f.weight_bytes) {
+        (Some(fmt), Some(b)) if b > 0 => Some((fmt.as_str(), b)),
+        _ => None,
+    };
+    let model = match (config, &arch) {
+        (Some(c), Some(_)) => Some(model_object(&crate::hf::essential(c), name.as_deref(), file)),
+        _ => None,
+    };
+    Description {
+        format: f.format.clone(),
+        tensors: f.tensors,
+        weight_bytes: f.weight_bytes,
+        weights_format: format,
+        by_type: f.by_type.clone(),
+        architecture: arch,
+        model,
+        notes,
     }
 }
 
@@ -214,40 +274,4 @@ fn safetensors_format(dtype: &str) -> Option<&'static str> {
         "F8_E4M3" | "F8_E5M2" | "F8_E4M3FNUZ" | "F8_E5M2FNUZ" => "fp8",
         _ => return None,
     })
-}
-
-#[allow(clippy::too_many_arguments)]
-fn finish_hf(
-    format: &str,
-    tensors: u64,
-    bytes: u64,
-    weights_format: Option<String>,
-    by_type: Vec<TypeBytes>,
-    ds: &Dataset,
-    config: Option<&Value>,
-    mut notes: Vec<String>,
-) -> Description {
-    let _ = ds;
-    let (arch, model) = match config {
-        Some(c) => {
-            let name = c.get("_name_or_path").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
-            let arch = architecture(c, name.as_deref(), &mut notes);
-            let file = weights_format.as_deref().filter(|_| bytes > 0).map(|f| (f, bytes));
-            (arch.clone(), arch.map(|_| model_object(c, name.as_deref(), file)))
-        }
-        None => {
-            notes.push("the architecture is in the model's config.json, which this file does not contain: give it too".into());
-            (None, None)
-        }
-    };
-    Description {
-        format: format.into(),
-        tensors,
-        weight_bytes: Some(bytes),
-        weights_format,
-        by_type,
-        architecture: arch,
-        model,
-        notes,
-    }
 }
