@@ -10,7 +10,7 @@
 //! 3. tensor count and metadata key/value count (`int64` each);
 //! 4. each key/value: the key (string), the value type (`uint32`, [`ValueType`]) and the value;
 //!    an array is its element type (`uint32`), its length (`uint64`) and the elements;
-//! 5. each tensor: name (string), number of dimensions (`uint32`, at most 4), the dimensions
+//! 5. each tensor: name (string), number of dimensions (`uint32`; ggml uses at most 4), the dimensions
 //!    (`int64` each, innermost first: `ne[0]` is the row length), the ggml type (`uint32`,
 //!    [`GgmlType`]) and the offset of its data within the data section (`uint64`);
 //! 6. padding to the alignment (`general.alignment`, a `uint32` power of two; 32 when absent),
@@ -53,8 +53,12 @@ pub const MAX_COUNT: u64 = 1 << 24;
 /// Arrays of arrays nest at most this deep.
 pub const MAX_ARRAY_DEPTH: u32 = 8;
 
-/// Most dimensions a tensor has (`GGML_MAX_DIMS` in ggml's `include/ggml.h`).
-pub const MAX_DIMS: u32 = 4;
+/// Most dimensions a tensor may have here. ggml itself allows 4 (`GGML_MAX_DIMS` in ggml's
+/// `include/ggml.h`), but GGUF stores the count as a number and gguf-py writes whatever it is
+/// given: city96's ComfyUI-GGUF conversions of video models keep 5-D convolution weights (Wan's
+/// `patch_embedding.weight`, HunyuanVideo's `img_in.proj.weight`). Their bytes are still the
+/// product of the dimensions, so they are read; beyond 8 the header is taken as damaged.
+pub const MAX_DIMS: u32 = 8;
 
 /// The type of a metadata value (`enum gguf_type` in ggml's `include/gguf.h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -760,7 +764,7 @@ pub fn parse_gguf(prefix: &[u8]) -> Result<Gguf, ParseError> {
         let n_dims = r.u32()?;
         if n_dims > MAX_DIMS {
             return Err(invalid(format!(
-                "tensor '{name}' has {n_dims} dimensions (ggml allows at most {MAX_DIMS})"
+                "tensor '{name}' has {n_dims} dimensions (at most {MAX_DIMS} are read)"
             )));
         }
         let mut dims = Vec::with_capacity(n_dims as usize);
@@ -1173,8 +1177,8 @@ mod tests {
             invalid_msg(&Hostile::new(0, 2).s("k").u32(0).u8(7).s("k").u32(0).u8(1).0)
                 .contains("twice")
         );
-        // Tensor with five dimensions, a negative dimension, an unknown type, a bad offset.
-        assert!(invalid_msg(&Hostile::new(1, 0).s("t").u32(5).0).contains("5 dimensions"));
+        // Tensor with nine dimensions, a negative dimension, an unknown type, a bad offset.
+        assert!(invalid_msg(&Hostile::new(1, 0).s("t").u32(9).0).contains("9 dimensions"));
         assert!(
             invalid_msg(&Hostile::new(1, 0).s("t").u32(1).u64(u64::MAX).0).contains("negative")
         );

@@ -27,6 +27,7 @@
 //! fit engine reads.
 
 pub mod describe;
+pub mod diffusion;
 pub mod gguf;
 pub mod safetensors;
 
