@@ -3,7 +3,10 @@
 //! `ssr`, `src/bin/prerender.rs`). Numbers come from the dataset and the fit engine; strings from
 //! headroom-i18n.
 
+#![recursion_limit = "256"]
+
 pub mod fmt;
+pub mod own_model;
 pub mod pages;
 pub mod routes;
 pub mod ui;

@@ -305,6 +305,13 @@ impl Browser {
         self.cmd("POST", "/actions", Some(json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]})));
     }
 
+    /// Types into an element; for `<input type="file">`, the text is the path of a local file.
+    pub fn send_keys(&self, css: &str, text: &str) {
+        let el = self.cmd("POST", "/element", Some(json!({ "using": "css selector", "value": css })));
+        let id = el.as_object().and_then(|o| o.values().next()).and_then(Value::as_str).unwrap_or_else(|| panic!("no element {css}"));
+        self.cmd("POST", &format!("/element/{id}/value"), Some(json!({ "text": text })));
+    }
+
     pub fn click(&self, css: &str) {
         let el = self.cmd("POST", "/element", Some(json!({ "using": "css selector", "value": css })));
         let id = el.as_object().and_then(|o| o.values().next()).and_then(Value::as_str).unwrap_or_else(|| panic!("no element {css}"));

@@ -277,6 +277,15 @@ fn the_cli_describes_model_files() {
     let o = run_cli(&[&p("gemma3.gguf")]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("sliding window 512"), "{text}");
+    // A diffusion checkpoint's header: recognised, with the workload fields to size it.
+    let flux = headroom_e2e::repo_root().join("dataset/core/tests/fixtures/diffusion/flux1-dev-Q4_K_S.gguf.header");
+    let o = run_cli(&[&flux.to_string_lossy(), "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["diffusion"]["model"], "flux.1-dev");
+    let w = v["diffusion_workload"].clone();
+    assert_eq!((w["precision"].as_str(), w["file"]["bytes"].as_u64()), (Some("Q4_K_S"), Some(6925472000)));
+    let f = run(w);
+    assert_eq!(term(&f, "weights"), 6925472000, "the denoiser's bytes are the file's");
     let o = run_cli(&[&headroom_e2e::repo_root().join("README.md").to_string_lossy()]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("not a model file"));
     // A GGUF cut inside its header is reported as truncated.

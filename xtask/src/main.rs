@@ -115,6 +115,17 @@ fn dist() -> Result {
     let bg = stage.join("app_bg.wasm");
     run(in_wasm_env("wasm-opt").args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int"]).arg(&bg).arg("-o").arg(&bg))?;
 
+    // The model-file parsers: their own small wasm module, loaded by the calculator only when a
+    // user gives it a file (the first visit does not pay for them).
+    run(in_wasm_env("cargo").args(["build", "-p", "headroom-modelfile", "--lib", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
+    let mf_wasm = root.join("target").join(WASM_TARGET).join(WASM_PROFILE).join("headroom_modelfile.wasm");
+    run(in_wasm_env("wasm-bindgen")
+        .args(["--target", "web", "--no-typescript", "--out-name", "modelfile", "--out-dir"])
+        .arg(&stage)
+        .arg(&mf_wasm))?;
+    let mf_bg = stage.join("modelfile_bg.wasm");
+    run(in_wasm_env("wasm-opt").args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int"]).arg(&mf_bg).arg("-o").arg(&mf_bg))?;
+
     let out = root.join("site/dist.tmp");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
@@ -128,6 +139,12 @@ fn dist() -> Result {
     write(&out.join(&wasm_name), &wasm_bytes)?;
     write(&out.join(&js_name), &js_bytes)?;
     write(&out.join(&css_name), &css_bytes)?;
+    let mf_wasm_bytes = read(&mf_bg)?;
+    let mf_js_bytes = read(&stage.join("modelfile.js"))?;
+    let mf_wasm_name = hashed_name("modelfile", "wasm", &mf_wasm_bytes);
+    let mf_js_name = hashed_name("modelfile", "js", &mf_js_bytes);
+    write(&out.join(&mf_wasm_name), &mf_wasm_bytes)?;
+    write(&out.join(&mf_js_name), &mf_js_bytes)?;
 
     for entry in std::fs::read_dir(root.join("site/assets")).map_err(|e| format!("site/assets: {e}"))?.flatten() {
         let p = entry.path();
@@ -142,7 +159,8 @@ fn dist() -> Result {
         "<link rel=\"stylesheet\" href=\"/{css_name}\" />\n  \
          <link rel=\"modulepreload\" href=\"/{js_name}\" />\n  \
          <link rel=\"preload\" href=\"/{wasm_name}\" as=\"fetch\" type=\"application/wasm\" crossorigin />\n  \
-         <script type=\"module\">import init from \"/{js_name}\"; init({{ module_or_path: \"/{wasm_name}\" }});</script>"
+         <script type=\"module\">import init from \"/{js_name}\"; init({{ module_or_path: \"/{wasm_name}\" }});</script>\n  \
+         <meta name=\"headroom-modelfile\" content=\"/{mf_js_name} /{mf_wasm_name}\" />"
     );
     let html = template.replace(marker.trim(), &head);
     write(&out.join("index.html"), html.as_bytes())?;
@@ -162,9 +180,11 @@ fn dist() -> Result {
     std::fs::rename(&out, &dist).map_err(|e| format!("{} -> {}: {e}", out.display(), dist.display()))?;
     let gz = gzip_len(&wasm_bytes);
     eprintln!(
-        "[xtask] site/dist: {wasm_name} {} bytes ({gz} gzip), {js_name} {} bytes",
+        "[xtask] site/dist: {wasm_name} {} bytes ({gz} gzip), {js_name} {} bytes; {mf_wasm_name} {} bytes ({} gzip, loaded on first use)",
         wasm_bytes.len(),
-        js_bytes.len()
+        js_bytes.len(),
+        mf_wasm_bytes.len(),
+        gzip_len(&mf_wasm_bytes)
     );
     Ok(())
 }

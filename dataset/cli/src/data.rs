@@ -188,7 +188,7 @@ pub fn read_model_file(path: &Path) -> Result<headroom_core::modelfile::ModelFil
 
 /// `dataset model PATH`: what the engine takes from a model file.
 pub fn model(dir: &Path, path: &Path, config: Option<&Path>, json: bool) -> Result<(), String> {
-    use headroom_core::modelfile::{describe::{describe, facts}, ModelFile};
+    use headroom_core::modelfile::{describe::{describe, with_diffusion}, ModelFile};
     let file = read_model_file(path)?;
     let config_path = match (&file, config) {
         (_, Some(c)) => Some(c.to_path_buf()),
@@ -206,7 +206,7 @@ pub fn model(dir: &Path, path: &Path, config: Option<&Path>, json: bool) -> Resu
         None => None,
     };
     let loaded = load_checked(dir)?;
-    let d = describe(&loaded.dataset, &facts(&file), config_value.as_ref());
+    let d = describe(&loaded.dataset, &with_diffusion(&loaded.dataset, &file), config_value.as_ref());
     if json {
         println!("{}", serde_json::to_string_pretty(&d).expect("json"));
         return Ok(());
@@ -246,8 +246,20 @@ pub fn model(dir: &Path, path: &Path, config: Option<&Path>, json: bool) -> Resu
             println!("  counted: {c}");
         }
     }
+    if let Some(r) = &d.diffusion {
+        println!("diffusion checkpoint: {} ({} layout){}", r.model, r.layout, r.format.as_ref().map(|f| format!(", denoiser in {f}")).unwrap_or_default());
+        for (role, bytes, values) in &r.components {
+            println!("  {role:<14} {}  {values} values", gib(*bytes));
+        }
+        for n in &r.notes {
+            println!("note: {n}");
+        }
+    }
     for n in &d.notes {
         println!("note: {n}");
+    }
+    if let Some(w) = &d.diffusion_workload {
+        println!("for dataset fit: {}", serde_json::to_string(w).expect("json"));
     }
     if let Some(m) = &d.model {
         println!("for dataset fit: \"model\": {}", serde_json::to_string(m).expect("json"));

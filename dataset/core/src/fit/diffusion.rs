@@ -93,9 +93,14 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
     let act_bytes = if compute_fmt == "fp32" { 4.0 } else { 2.0 };
 
     let mut b = Breakdown::new();
+    if let Some(f) = d.file.as_ref().filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == den_fmt.id)) {
+        b.notes.push(format!("denoiser weights: the {} bytes of the checkpoint's tensors", f.bytes));
+    }
     let denoisers: Vec<&crate::Component> = m.components.iter().filter(|c| c.role.starts_with("denoiser")).collect();
     let den = denoisers[0];
-    let den_weights_one = den.params as f64 * den_fmt.bytes_per_weight();
+    // The user's checkpoint, when it is in the format asked for, gives the denoiser's exact bytes.
+    let file = d.file.as_ref().filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == den_fmt.id));
+    let den_weights_one = file.map(|f| f.bytes as f64).unwrap_or(den.params as f64 * den_fmt.bytes_per_weight());
     let den_layers = den.layers.unwrap_or(0);
     if d.block_swap > 0 && (den_layers == 0 || d.block_swap >= den_layers) {
         return Err(format!(

@@ -81,7 +81,7 @@ fn peak(ds: &Dataset, w: &Workload) -> Option<u64> {
 
 /// The largest `x` in `lo..=hi` with `fits(x)`, given that the peak grows with `x`; `None` when
 /// even `lo` does not fit. Values are snapped to `step` (counted from `lo`).
-fn largest(lo: u64, hi: u64, step: u64, mut at: impl FnMut(u64) -> Option<u64>, budget: u64) -> Option<(u64, u64)> {
+fn largest(lo: u64, hi: u64, step: u64, at: &mut dyn FnMut(u64) -> Option<u64>, budget: u64) -> Option<(u64, u64)> {
     let ok = |p: Option<u64>| p.is_some_and(|p| p <= budget);
     let first = at(lo);
     if !ok(first) {
@@ -125,13 +125,13 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
             };
             let max_ctx = m.max_context;
             a.max_context = to_largest(
-                largest(1, max_ctx, 1, |c| peak(ds, &with(&|x| x.context = c)), budget_bytes),
+                largest(1, max_ctx, 1, &mut |c| peak(ds, &with(&|x| x.context = c)), budget_bytes),
                 max_ctx,
             );
-            a.max_batch = to_largest(largest(1, 1024, 1, |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 1024);
+            a.max_batch = to_largest(largest(1, 1024, 1, &mut |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 1024);
             if matches!(l.engine, Engine::LlamaCpp | Engine::Ollama) {
                 let layers = m.layers as u64;
-                if let Some((n, p)) = largest(0, layers, 1, |n| peak(ds, &with(&|x| x.gpu_layers = Some(n as u32))), budget_bytes) {
+                if let Some((n, p)) = largest(0, layers, 1, &mut |n| peak(ds, &with(&|x| x.gpu_layers = Some(n as u32))), budget_bytes) {
                     let all = breakdown(ds, &with(&|x| x.gpu_layers = None))?;
                     let resident = |b: &Breakdown| -> u64 {
                         b.terms.iter().filter(|t| t.term == "weights" || t.term == "kv-cache").map(|t| t.bytes).sum()
@@ -158,8 +158,8 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
             };
             let (m, _) = llm::model(ds, &t.model)?;
             let max_seq = m.max_context;
-            a.max_seq = to_largest(largest(1, max_seq, 1, |s| peak(ds, &with(&|x| x.seq = s)), budget_bytes), max_seq);
-            a.max_batch = to_largest(largest(1, 1024, 1, |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 1024);
+            a.max_seq = to_largest(largest(1, max_seq, 1, &mut |s| peak(ds, &with(&|x| x.seq = s)), budget_bytes), max_seq);
+            a.max_batch = to_largest(largest(1, 1024, 1, &mut |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 1024);
         }
         Workload::Diffusion(d) => {
             let with = |f: &dyn Fn(&mut Diffusion)| {
@@ -178,7 +178,7 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
                 let snap = |x: u64| ((x * side / long) / 16).max(1) * 16;
                 (snap(w0), snap(h0))
             };
-            let r = largest(1, 128, 1, |k| {
+            let r = largest(1, 128, 1, &mut |k| {
                 let (sw, sh) = size_at(k);
                 peak(ds, &with(&|x| {
                     x.width = Some(sw);
@@ -189,10 +189,10 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
                 let (width, height) = size_at(k);
                 Size { width, height, peak_bytes: p }
             });
-            a.max_batch = to_largest(largest(1, 64, 1, |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 64);
+            a.max_batch = to_largest(largest(1, 64, 1, &mut |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 64);
             if m.modality == crate::Modality::Video {
                 // Frame counts of the form 4k + 1, as the video VAEs take them.
-                let r = largest(1, 1025, 4, |f| peak(ds, &with(&|x| x.frames = Some(f))), budget_bytes);
+                let r = largest(1, 1025, 4, &mut |f| peak(ds, &with(&|x| x.frames = Some(f))), budget_bytes);
                 a.max_frames = to_largest(r, 1025);
             }
             a.best_weights = DIFFUSION_LADDER.iter().find_map(|f| {

@@ -288,6 +288,10 @@ pub struct Diffusion {
     pub block_swap: u32,
     #[serde(default)]
     pub tiled_vae: bool,
+    /// The denoiser as stored in the user's checkpoint (`dataset model PATH` writes it): its exact
+    /// bytes count whenever `precision` is this format.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileWeights>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -39,6 +39,12 @@ pub struct Description {
     /// The `model` object for a `dataset fit` workload (with `file` when the bytes are known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<Value>,
+    /// A diffusion checkpoint: what it was recognised as, and the fields of a `diffusion`
+    /// workload (`model`, `precision`, `file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diffusion: Option<super::diffusion::Recognized>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diffusion_workload: Option<Value>,
     pub notes: Vec<String>,
 }
 
@@ -133,7 +139,29 @@ pub struct FileFacts {
     pub name: Option<String>,
     /// The architecture is in a config.json that must come with this file.
     pub needs_config: bool,
+    /// A diffusion checkpoint recognised by its tensors ([`with_diffusion`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diffusion: Option<super::diffusion::Recognized>,
     pub notes: Vec<String>,
+}
+
+/// [`facts`], and for a GGUF or safetensors file that is not a language model, what diffusion
+/// checkpoint it is (this needs the catalog: model ids, parameter counts, format names).
+pub fn with_diffusion(ds: &Dataset, file: &ModelFile) -> FileFacts {
+    let mut f = facts(file);
+    let tensors = matches!(file, ModelFile::Gguf(_) | ModelFile::Safetensors(_));
+    if tensors && f.hf_config.is_none() {
+        match super::diffusion::recognize_file(ds, file) {
+            Ok(r) => {
+                f.needs_config = false;
+                // The LLM mapping's complaint about an unknown architecture is beside the point.
+                f.notes.clear();
+                f.diffusion = Some(r);
+            }
+            Err(e) => f.notes.push(e),
+        }
+    }
+    f
 }
 
 /// Reads the facts of a parsed file.
@@ -157,6 +185,7 @@ pub fn facts(file: &ModelFile) -> FileFacts {
                 hf_config: config,
                 name: g.get_str("general.name").map(str::to_string),
                 needs_config: false,
+                diffusion: None,
                 notes,
             }
         }
@@ -176,6 +205,7 @@ pub fn facts(file: &ModelFile) -> FileFacts {
                 hf_config: None,
                 name: None,
                 needs_config: true,
+                diffusion: None,
                 notes,
             }
         }
@@ -193,6 +223,7 @@ pub fn facts(file: &ModelFile) -> FileFacts {
                 hf_config: None,
                 name: None,
                 needs_config: true,
+                diffusion: None,
                 notes,
             }
         }
@@ -205,6 +236,7 @@ pub fn facts(file: &ModelFile) -> FileFacts {
             hf_config: Some(c.clone()),
             name: c.get("_name_or_path").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string),
             needs_config: false,
+            diffusion: None,
             notes,
         },
     }
@@ -253,14 +285,26 @@ pub fn describe(ds: &Dataset, f: &FileFacts, config: Option<&Value>) -> Descript
         (Some(c), Some(_)) => Some(model_object(&crate::hf::essential(c), name.as_deref(), file)),
         _ => None,
     };
+    let diffusion_workload = f.diffusion.as_ref().map(|r| {
+        let mut w = json!({"kind": "diffusion", "model": r.model});
+        if let Some(fmt) = r.format.as_ref().filter(|x| ds.quant(x).is_some()) {
+            w["precision"] = json!(fmt);
+            if let Some((_, bytes, _)) = r.components.iter().find(|(role, _, _)| role == "denoiser") {
+                w["file"] = json!({"format": fmt, "bytes": bytes});
+            }
+        }
+        w
+    });
     Description {
         format: f.format.clone(),
         tensors: f.tensors,
         weight_bytes: f.weight_bytes,
-        weights_format: format,
+        weights_format: if f.diffusion.is_some() { None } else { format },
         by_type: f.by_type.clone(),
         architecture: arch,
         model,
+        diffusion: f.diffusion.clone(),
+        diffusion_workload,
         notes,
     }
 }

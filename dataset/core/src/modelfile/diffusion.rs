@@ -43,7 +43,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::gguf::GgmlType;
 use super::{GGUF_ARCHITECTURES, ModelFile};
@@ -69,7 +69,7 @@ impl TensorEntry<'_> {
 }
 
 /// What a checkpoint was recognised as.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recognized {
     /// The catalog id (`flux.1-dev`, `sd-1.5`, …).
     pub model: String,

@@ -1,0 +1,59 @@
+//! `read_header(prefix)` for the browser: the calculator reads the first bytes of a user's model
+//! file with `File.slice`, passes them here, and gets back JSON: `{"need": N}` (read at least N
+//! bytes from the start and call again), `{"error": "…"}` or `{"facts": …}`
+//! (`headroom_core::modelfile::describe::FileFacts`). Built as its own wasm module by
+//! `cargo xtask dist` and loaded on first use, so the parsers cost nothing on a first visit.
+
+use headroom_core::modelfile::{describe::{facts, with_diffusion}, parse, ParseError};
+use serde_json::json;
+use wasm_bindgen::prelude::*;
+
+/// Reads a prefix of a file (`file_len`: the whole file's size, so that a header running past the
+/// end is reported as a truncated file). `catalog` is the app's dataset as JSON (its diffusion
+/// models and formats suffice): with it, a diffusion checkpoint is recognised too.
+pub fn read(prefix: &[u8], file_len: u64, catalog: Option<&headroom_core::Dataset>) -> serde_json::Value {
+    match parse(prefix) {
+        Ok(f) => match catalog {
+            Some(ds) => json!({"facts": with_diffusion(ds, &f)}),
+            None => json!({"facts": facts(&f)}),
+        },
+        Err(ParseError::NeedBytes(n)) if n <= file_len && (prefix.len() as u64) < file_len => json!({"need": n}),
+        Err(e) => json!({"error": e.at_file_len(file_len).to_string()}),
+    }
+}
+
+#[wasm_bindgen]
+pub fn read_header(prefix: &[u8], file_len: f64, catalog: &str) -> String {
+    let ds = headroom_core::Dataset::from_json(catalog).ok();
+    read(prefix, file_len as u64, ds.as_ref()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Vec<u8> {
+        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dataset/core/tests/fixtures/modelfiles").join(name)).unwrap()
+    }
+
+    #[test]
+    fn a_prefix_asks_for_more_then_reads_the_header() {
+        let file = fixture("qwen3moe.gguf");
+        let len = file.len() as u64;
+        let first = read(&file[..64], len, None);
+        let need = first["need"].as_u64().expect("a GGUF header is longer than 64 bytes");
+        let mut want = need as usize;
+        let facts = loop {
+            let r = read(&file[..want.min(file.len())], len, None);
+            match r["need"].as_u64() {
+                Some(n) => want = n as usize,
+                None => break r,
+            }
+        };
+        assert_eq!(facts["facts"]["format"], "gguf");
+        assert_eq!(facts["facts"]["hf_config"]["model_type"], "qwen3_moe");
+        let cut = read(&file[..200], 200, None);
+        assert!(cut["error"].as_str().unwrap().contains("truncated"), "{cut}");
+        assert!(read(b"hello world, not a model", 24, None)["error"].as_str().unwrap().contains("not a model file"));
+    }
+}
