@@ -330,7 +330,9 @@ fn the_panel_reads_on_a_phone() {
         open_panel(&b);
         assert_eq!(b.text("#own-model legend").unwrap(), t(lang, k::CALC_OWN_TITLE));
         let overflow = b.js("return document.documentElement.scrollWidth - window.innerWidth");
+        let wide = b.js("return [...document.querySelectorAll('#own-model *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.tagName + '#' + e.id).join(', ')");
         assert!(overflow.as_i64().unwrap() <= 0, "{}: the page scrolls sideways by {overflow}px", lang.code());
+        assert_eq!(wide, "", "{}: parts of the panel stick out of the screen", lang.code());
     }
     let shot = b.screenshot();
     let dir = repo_root().join("target/screenshots");
