@@ -361,3 +361,13 @@ fn the_essential_config_is_the_same_model() {
     }
     assert!(n >= 10);
 }
+
+#[test]
+fn lora_on_attention_only_is_a_lever_without_checkpointing() {
+    let f = run(json!({"kind": "training", "model": "llama-3.1-8b", "method": "lora", "seq": 2048, "batch": 2}));
+    let lever = f.levers.iter().find(|l| l.lever == "lora_targets: attention").expect("the lever is offered");
+    assert_eq!(lever.workload["lora_targets"], "attention");
+    assert!(lever.saving_bytes > 0 && lever.cost == "capability");
+    let with_gc = run(json!({"kind": "training", "model": "llama-3.1-8b", "method": "lora", "seq": 2048, "gradient_checkpointing": true}));
+    assert!(with_gc.levers.iter().all(|l| l.lever != "lora_targets: attention"), "with checkpointing the targets hardly matter");
+}

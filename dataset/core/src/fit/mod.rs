@@ -340,6 +340,17 @@ fn levers_for(ds: &Dataset, w: &Workload) -> Vec<LeverSpec> {
                 alt.optimizer = Optimizer::Adamw8bit;
                 out.push(("optimizer: adamw-8bit".into(), "quality".into(), vec!["training-8bit-adamw-2-bytes-per-param"], Workload::Training(alt)));
             }
+            if t.method != Method::Full && !t.gradient_checkpointing && t.lora_targets == LoraTargets::AllLinear {
+                // Adapters on the attention projections only: the MLP keeps no inputs for backward.
+                let mut alt = t.clone();
+                alt.lora_targets = LoraTargets::Attention;
+                out.push((
+                    "lora_targets: attention".into(),
+                    "capability".into(),
+                    vec!["fit-training-lora-untargeted-inputs", "guide-own-model-peft-default-lora-targets"],
+                    Workload::Training(alt),
+                ));
+            }
             if t.method == Method::Full {
                 let mut alt = t.clone();
                 alt.method = Method::Lora;
