@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use headroom_core::modelfile::describe::{describe, Description, FileFacts};
+use headroom_core::modelfile::describe::{model_object, torch_dtype_format};
 use headroom_core::Dataset;
 use serde_json::{json, Value};
 
@@ -47,58 +47,27 @@ pub fn valid_hub_id(id: &str) -> bool {
 }
 
 /// The model object for a config fetched from the Hub, with the checkpoint's exact size when its
-/// safetensors index was there too.
+/// safetensors index was there too (in the dtype the config names).
 pub fn hub_model(ds: &Dataset, id: &str, config: &Value, index: Option<&Value>) -> Result<Value, String> {
-    let facts = match index.and_then(|i| i.get("metadata")).and_then(|m| m.get("total_size")).and_then(Value::as_u64) {
-        Some(total) => FileFacts {
-            format: "safetensors-index".into(),
-            tensors: index.and_then(|i| i.get("weight_map")).and_then(Value::as_object).map_or(0, |m| m.len() as u64),
-            weight_bytes: Some(total),
-            declared_format: None,
-            by_type: Vec::new(),
-            hf_config: None,
-            name: Some(id.to_string()),
-            needs_config: true,
-            diffusion: None,
-            notes: Vec::new(),
-        },
-        None => FileFacts {
-            format: "config.json".into(),
-            tensors: 0,
-            weight_bytes: None,
-            declared_format: None,
-            by_type: Vec::new(),
-            hf_config: Some(config.clone()),
-            name: Some(id.to_string()),
-            needs_config: false,
-            diffusion: None,
-            notes: Vec::new(),
-        },
+    headroom_core::hf::llm_from_config(config, Some(id))?;
+    let total = index.and_then(|i| i.get("metadata")).and_then(|m| m.get("total_size")).and_then(Value::as_u64);
+    let format = torch_dtype_format(config).filter(|f| ds.quant(f).is_some());
+    let file = match (format, total) {
+        (Some(f), Some(b)) if b > 0 => Some((f, b)),
+        _ => None,
     };
-    let d = describe(ds, &facts, Some(config));
-    d.model.ok_or_else(|| d.notes.join("; "))
+    Ok(model_object(&headroom_core::hf::essential(config), Some(id), file))
 }
 
 /// A model object from a pasted config.json.
-pub fn pasted_model(ds: &Dataset, text: &str) -> Result<Value, String> {
+pub fn pasted_model(text: &str) -> Result<Value, String> {
     let config: Value = serde_json::from_str(text.trim()).map_err(|e| format!("not JSON: {e}"))?;
     if !config.is_object() {
         return Err("config.json must be a JSON object".into());
     }
-    let facts = FileFacts {
-        format: "config.json".into(),
-        tensors: 0,
-        weight_bytes: None,
-        declared_format: None,
-        by_type: Vec::new(),
-        hf_config: Some(config.clone()),
-        name: None,
-        needs_config: false,
-        diffusion: None,
-        notes: Vec::new(),
-    };
-    let d = describe(ds, &facts, None);
-    d.model.ok_or_else(|| d.notes.join("; "))
+    let name = config.get("_name_or_path").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+    headroom_core::hf::llm_from_config(&config, name.as_deref())?;
+    Ok(model_object(&headroom_core::hf::essential(&config), name.as_deref(), None))
 }
 
 /// A model described by hand with the fields `headroom_core::hf::REQUIRED_FIELDS` names, in
@@ -121,12 +90,6 @@ pub fn manual_model(values: &BTreeMap<String, String>) -> Result<Value, String> 
     Ok(json!({"hf_config": config, "name": "hand-described model"}))
 }
 
-/// A file's facts (and, for a safetensors file or index, the config given with it) as a
-/// description; `model` is set when the architecture is known.
-pub fn file_description(ds: &Dataset, facts: &FileFacts, config: Option<&Value>) -> Description {
-    describe(ds, facts, config)
-}
-
 #[cfg(feature = "csr")]
 pub use browser::*;
 
@@ -138,15 +101,32 @@ mod browser {
     use wasm_bindgen_futures::JsFuture;
 
     /// Loads the parsers' module once (a dynamic `import()` of the file `cargo xtask dist` named)
-    /// and reads one prefix with it.
-    async fn modelfile_read(js: &str, wasm: &str, bytes: js_sys::Uint8Array, len: f64, catalog: &str) -> Result<JsValue, JsValue> {
+    /// and calls one of its functions.
+    async fn modelfile_call(function: &str, args: &[JsValue]) -> Result<Value, String> {
+        let (js, wasm) = parser_urls()?;
         let f = js_sys::Function::new_with_args(
-            "js, wasm, bytes, len, catalog",
-            "return (async () => { if (!globalThis.__headroomModelfile) { const m = await import(js); await m.default({ module_or_path: wasm }); globalThis.__headroomModelfile = m; } return globalThis.__headroomModelfile.read_header(bytes, len, catalog); })();",
+            "js, wasm, name, args",
+            "return (async () => { if (!globalThis.__headroomModelfile) { const m = await import(js); await m.default({ module_or_path: wasm }); globalThis.__headroomModelfile = m; } return globalThis.__headroomModelfile[name](...args); })();",
         );
-        let args = js_sys::Array::of5(&JsValue::from_str(js), &JsValue::from_str(wasm), &bytes, &JsValue::from_f64(len), &JsValue::from_str(catalog));
-        let promise: js_sys::Promise = f.apply(&JsValue::NULL, &args)?.unchecked_into();
-        JsFuture::from(promise).await
+        let list: js_sys::Array = args.iter().collect();
+        let call = js_sys::Array::of4(&JsValue::from_str(&js), &JsValue::from_str(&wasm), &JsValue::from_str(function), &list);
+        let promise: js_sys::Promise = f.apply(&JsValue::NULL, &call).map_err(err)?.unchecked_into();
+        let text = JsFuture::from(promise).await.map_err(err)?.as_string().unwrap_or_default();
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    }
+
+    /// What recognising a diffusion checkpoint and naming formats need from the catalog.
+    fn catalog(ds: &Dataset) -> String {
+        serde_json::to_string(&Dataset { diffusion: ds.diffusion.clone(), quant: ds.quant.clone(), ..Dataset::default() }).unwrap_or_default()
+    }
+
+    /// A file read earlier that needs its config.json: its description with that config.
+    pub async fn describe_with(ds: &Dataset, facts: &Value, config: &str) -> Result<Value, String> {
+        let answer = modelfile_call("describeWith", &[JsValue::from_str(&facts.to_string()), JsValue::from_str(config), JsValue::from_str(&catalog(ds))]).await?;
+        match answer.get("error").and_then(Value::as_str) {
+            Some(e) => Err(e.to_string()),
+            None => Ok(answer["description"].clone()),
+        }
     }
 
     fn err(e: JsValue) -> String {
@@ -166,12 +146,10 @@ mod browser {
     }
 
     /// Reads a file's header: a first slice, then as many bytes from the start as the parser
-    /// asks for. JSON files are read whole (up to 64 MiB).
-    pub async fn read_file(ds: &Dataset, file: web_sys::File) -> Result<FileFacts, String> {
-        let (js, wasm) = parser_urls()?;
-        // What recognising a diffusion checkpoint needs from the catalog.
-        let catalog = serde_json::to_string(&Dataset { diffusion: ds.diffusion.clone(), quant: ds.quant.clone(), ..Dataset::default() })
-            .map_err(|e| e.to_string())?;
+    /// asks for (JSON files whole, up to 64 MiB). The answer holds the file's `facts` and its
+    /// `description` (`headroom_core::modelfile::describe`), as JSON.
+    pub async fn read_file(ds: &Dataset, file: web_sys::File) -> Result<Value, String> {
+        let catalog = catalog(ds);
         let len = file.size();
         let is_json = file.name().to_ascii_lowercase().ends_with(".json");
         if is_json && len > 64.0 * 1024.0 * 1024.0 {
@@ -182,8 +160,7 @@ mod browser {
             let blob = file.slice_with_f64_and_f64(0.0, want).map_err(err)?;
             let buf = JsFuture::from(blob.array_buffer()).await.map_err(err)?;
             let bytes = js_sys::Uint8Array::new(&buf);
-            let answer = modelfile_read(&js, &wasm, bytes, len, &catalog).await.map_err(err)?;
-            let answer: Value = serde_json::from_str(&answer.as_string().unwrap_or_default()).map_err(|e| e.to_string())?;
+            let answer = modelfile_call("read_header", &[bytes.into(), JsValue::from_f64(len), JsValue::from_str(&catalog)]).await?;
             if let Some(n) = answer.get("need").and_then(Value::as_u64) {
                 let n = n as f64;
                 if n <= want || n > len {
@@ -195,7 +172,7 @@ mod browser {
             if let Some(e) = answer.get("error").and_then(Value::as_str) {
                 return Err(e.to_string());
             }
-            return serde_json::from_value(answer["facts"].clone()).map_err(|e| e.to_string());
+            return Ok(answer);
         }
     }
 

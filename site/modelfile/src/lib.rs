@@ -4,7 +4,8 @@
 //! (`headroom_core::modelfile::describe::FileFacts`). Built as its own wasm module by
 //! `cargo xtask dist` and loaded on first use, so the parsers cost nothing on a first visit.
 
-use headroom_core::modelfile::{describe::{facts, with_diffusion}, parse, ParseError};
+use headroom_core::modelfile::describe::{describe, facts, with_diffusion, FileFacts};
+use headroom_core::modelfile::{parse, ParseError};
 use serde_json::json;
 use wasm_bindgen::prelude::*;
 
@@ -14,11 +15,36 @@ use wasm_bindgen::prelude::*;
 pub fn read(prefix: &[u8], file_len: u64, catalog: Option<&headroom_core::Dataset>) -> serde_json::Value {
     match parse(prefix) {
         Ok(f) => match catalog {
-            Some(ds) => json!({"facts": with_diffusion(ds, &f)}),
+            Some(ds) => {
+                let facts = with_diffusion(ds, &f);
+                json!({"description": describe(ds, &facts, None), "facts": facts})
+            }
             None => json!({"facts": facts(&f)}),
         },
         Err(ParseError::NeedBytes(n)) if n <= file_len && (prefix.len() as u64) < file_len => json!({"need": n}),
         Err(e) => json!({"error": e.at_file_len(file_len).to_string()}),
+    }
+}
+
+/// The description of a file read earlier (`facts`, as `read_header` gave them) together with the
+/// `config.json` the user gave for it (a safetensors file or index holds no architecture).
+pub fn describe_with(facts: &str, config: &str, catalog: &headroom_core::Dataset) -> serde_json::Value {
+    let facts: FileFacts = match serde_json::from_str(facts) {
+        Ok(f) => f,
+        Err(e) => return json!({"error": format!("the file's facts: {e}")}),
+    };
+    let config: serde_json::Value = match serde_json::from_str(config.trim()) {
+        Ok(c) => c,
+        Err(e) => return json!({"error": format!("config.json is not JSON: {e}")}),
+    };
+    json!({"description": describe(catalog, &facts, Some(&config))})
+}
+
+#[wasm_bindgen(js_name = describeWith)]
+pub fn describe_with_js(facts: &str, config: &str, catalog: &str) -> String {
+    match headroom_core::Dataset::from_json(catalog) {
+        Ok(ds) => describe_with(facts, config, &ds).to_string(),
+        Err(e) => json!({"error": format!("catalog: {e}")}).to_string(),
     }
 }
 

@@ -428,7 +428,8 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
     use std::collections::BTreeMap;
     let message: RwSignal<Option<String>> = RwSignal::new(None);
     let busy = RwSignal::new(false);
-    let pending: RwSignal<Option<headroom_core::modelfile::describe::FileFacts>> = RwSignal::new(None);
+    // A file that needs its config.json: its facts, as the parsers gave them.
+    let pending: RwSignal<Option<Value>> = RwSignal::new(None);
     let paste = RwSignal::new(String::new());
     let hf_id = RwSignal::new(state.with_untracked(|s| {
         s.get("model").and_then(|m| m.as_str()).and_then(|m| m.strip_prefix(HUB_PREFIX)).unwrap_or("").to_string()
@@ -483,20 +484,47 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
             }
         });
     };
+    // A description (from the parsers) used: a diffusion checkpoint, or an LLM's model object.
+    let apply_description = move |d: &Value| {
+        if let Some(w) = d.get("diffusion_workload").and_then(|w| w.as_object()).cloned() {
+            use_checkpoint(w);
+            return;
+        }
+        match d.get("model") {
+            Some(m) if m.is_object() => {
+                let format = d.get("weights_format").and_then(|f| f.as_str()).map(str::to_string);
+                use_model(m.clone(), format, d.get("format").and_then(|f| f.as_str()) == Some("gguf"))
+            }
+            _ => {
+                let notes: Vec<&str> = d.get("notes").and_then(|n| n.as_array()).map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
+                message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &notes.join("; "))])))
+            }
+        }
+    };
+    #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
     let ds_p = ds.clone();
+    #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
+    let apply_p = apply_description.clone();
     let on_paste = move |_| {
         let text = paste.get_untracked();
-        let ds = ds_p.clone();
-        let result = match pending.get_untracked() {
-            Some(facts) => serde_json::from_str::<Value>(text.trim()).map_err(|e| format!("not JSON: {e}")).and_then(|config| {
-                let d = crate::own_model::file_description(&ds, &facts, Some(&config));
-                d.model.map(|m| (m, d.weights_format)).ok_or_else(|| d.notes.join("; "))
-            }),
-            None => crate::own_model::pasted_model(&ds, &text).map(|m| (m, None)),
-        };
-        match result {
-            Ok((m, f)) => use_model(m, f, false),
-            Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &e)]))),
+        match pending.get_untracked() {
+            #[cfg(feature = "csr")]
+            Some(facts) => {
+                let ds = ds_p.clone();
+                let apply = apply_p.clone();
+                busy.set(true);
+                leptos::task::spawn_local(async move {
+                    match crate::own_model::describe_with(&ds, &facts, &text).await {
+                        Ok(d) => apply(&d),
+                        Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &e)]))),
+                    }
+                    busy.set(false);
+                });
+            }
+            _ => match crate::own_model::pasted_model(&text) {
+                Ok(m) => use_model(m, None, false),
+                Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &e)]))),
+            },
         }
     };
     let on_fetch = move |_| {
@@ -521,25 +549,17 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
             busy.set(true);
             message.set(None);
             let ds = ds.clone();
-            let use_checkpoint = use_checkpoint.clone();
+            let apply = apply_description.clone();
             leptos::task::spawn_local(async move {
                 match crate::own_model::read_file(&ds, file).await {
-                    Ok(facts) if facts.diffusion.is_some() => {
-                        let d = crate::own_model::file_description(&ds, &facts, None);
-                        if let Some(w) = d.diffusion_workload.and_then(|w| w.as_object().cloned()) {
-                            use_checkpoint(w);
-                        }
-                    }
-                    Ok(facts) if facts.hf_config.is_none() && facts.needs_config => {
-                        let size = facts.weight_bytes.map(|b| gib(b as f64, lang)).unwrap_or_default();
-                        message.set(Some(fmt(lang, k::CALC_OWN_NEED_CONFIG, &[("size", &size)])));
-                        pending.set(Some(facts));
-                    }
-                    Ok(facts) => {
-                        let d = crate::own_model::file_description(&ds, &facts, None);
-                        match d.model {
-                            Some(m) => use_model(m, d.weights_format, facts.format == "gguf"),
-                            None => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &d.notes.join("; "))]))),
+                    Ok(answer) => {
+                        let facts = &answer["facts"];
+                        if facts["diffusion"].is_null() && facts["hf_config"].is_null() && facts["needs_config"] == json!(true) {
+                            let size = facts["weight_bytes"].as_u64().map(|b| gib(b as f64, lang)).unwrap_or_default();
+                            message.set(Some(fmt(lang, k::CALC_OWN_NEED_CONFIG, &[("size", &size)])));
+                            pending.set(Some(facts.clone()));
+                        } else {
+                            apply(&answer["description"]);
                         }
                     }
                     Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &e)]))),

@@ -97,7 +97,9 @@ fn nearest_gguf(ds: &Dataset, bits: f64) -> Option<String> {
         .map(|q| q.id.clone())
 }
 
-fn model_object(config: &Value, name: Option<&str>, file: Option<(&str, u64)>) -> Value {
+/// The `model` object of a workload: the config cut to the keys the engine reads, a label, and the
+/// file's exact bytes in its format when known.
+pub fn model_object(config: &Value, name: Option<&str>, file: Option<(&str, u64)>) -> Value {
     let mut m = json!({"hf_config": config});
     if let Some(n) = name {
         m["name"] = json!(n);
@@ -259,14 +261,7 @@ pub fn describe(ds: &Dataset, f: &FileFacts, config: Option<&Value>) -> Descript
         if f.format != "safetensors-index" {
             return None;
         }
-        let d = config?.get("torch_dtype").or_else(|| config?.get("dtype"))?.as_str()?;
-        Some(match d {
-            "bfloat16" => "bf16",
-            "float16" => "fp16",
-            "float32" => "fp32",
-            _ => return None,
-        }
-        .to_string())
+        torch_dtype_format(config?).map(str::to_string)
     });
     let format = declared.filter(|d| ds.quant(d).is_some()).or_else(|| {
         if f.format != "gguf" {
@@ -307,6 +302,17 @@ pub fn describe(ds: &Dataset, f: &FileFacts, config: Option<&Value>) -> Descript
         diffusion_workload,
         notes,
     }
+}
+
+/// The format a checkpoint's `config.json` says its weights are stored in (`torch_dtype`, or
+/// `dtype` in newer files), as `weights` names formats.
+pub fn torch_dtype_format(config: &Value) -> Option<&'static str> {
+    Some(match config.get("torch_dtype").or_else(|| config.get("dtype"))?.as_str()? {
+        "bfloat16" => "bf16",
+        "float16" => "fp16",
+        "float32" => "fp32",
+        _ => return None,
+    })
 }
 
 /// The engine's format for a safetensors dtype (the dtype most of the bytes are in).
