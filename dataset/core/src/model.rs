@@ -351,7 +351,8 @@ impl Dataset {
 
     /// What every page of the app loads: claims without their details (note, origins, sources,
     /// history: `details` has them) and catalog entries without quoted passages. Claim pages fetch
-    /// the details of their language where they are shown.
+    /// the details of their language where they are shown. The tools catalog stays in
+    /// `dataset.json` only: no page of the app reads it.
     pub fn compact(&self) -> Dataset {
         let mut ds = self.clone();
         for c in &mut ds.claims {
@@ -376,11 +377,7 @@ impl Dataset {
         for q in &mut ds.quant {
             q.source.passage.clear();
         }
-        for t in &mut ds.tools {
-            for f in &mut t.flags {
-                f.source.passage.clear();
-            }
-        }
+        ds.tools.clear();
         ds
     }
 
