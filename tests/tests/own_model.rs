@@ -182,6 +182,18 @@ fn model_files_are_read_header_first_by_parsers_loaded_on_demand() {
     assert_eq!(b.js("return document.getElementById('c-weights').value"), d.weights_format.unwrap().as_str());
     assert!(b.text("#own-file").unwrap().contains(&headroom_site::fmt::gib(f.weight_bytes.unwrap() as f64, Lang::Es)));
 
+    // The same file grown to 40 GiB (sparse: a real download's size without the disk): only its
+    // header is read, so the answer is the same and comes at once.
+    let big = tmp.path().join("qwen3moe-40g.gguf");
+    std::fs::copy(fixtures().join("qwen3moe.gguf"), &big).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&big).unwrap().set_len(40 << 30).unwrap();
+    b.js("const s = document.getElementById('c-model'); s.value = 'llama-3.2-1b'; s.dispatchEvent(new Event('change', {bubbles: true})); return 1");
+    b.wait_js(&format!("return document.getElementById('peak')?.dataset.bytes !== '{}'", want.peak_bytes));
+    open_panel(&b);
+    b.send_keys("#own-file-input", &big.to_string_lossy());
+    wait_peak(&b, want.peak_bytes);
+    std::fs::remove_file(&big).ok();
+
     // A safetensors file has no architecture: the panel asks for the config, then uses both.
     b.send_keys("#own-file-input", &fixtures().join("llama-bf16.safetensors").to_string_lossy());
     b.wait_text("#own-message", |s| s.contains("config.json"));
