@@ -4,8 +4,8 @@
 //! transformers builds the model from. Each supported `model_type` is counted the way that
 //! model's transformers class lays out its parameters (which projections carry a bias, how many
 //! norms a block has, query/key norms, dense and sparse layers, MLA's low-rank projections), so the
-//! parameter count is exact, not an estimate; `tests/hf_config.rs` checks it against the
-//! published checkpoints' sizes. Fields a config leaves out take the defaults of that model's
+//! parameter count is exact, not an estimate; `tests/tests/any_model.rs` checks it against what
+//! transformers built on the GPU for every reference run and against GGUF tensor tables. Fields a config leaves out take the defaults of that model's
 //! transformers configuration class.
 //!
 //! Behaviour that depends on the architecture (sliding-window layers, MoE, MLA) is read from the
