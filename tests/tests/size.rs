@@ -59,48 +59,14 @@ fn first_load_size_time_to_interactive_and_recompute() {
         tti.push(b.js("return performance.getEntriesByName('headroom-interactive')[0].startTime").as_f64().unwrap());
     }
     println!("time to interactive on the local server (ms, 3 loads, service worker warm after the first): {tti:?}");
-    let times = b.js(
-        "return (async () => {
-            const input = document.getElementById('c-context');
-            const peak = () => document.getElementById('peak').dataset.bytes;
-            const out = [];
-            for (let i = 0; i < 20; i++) {
-                const before = peak();
-                const t0 = performance.now();
-                input.value = String(4096 + 1024 * i);
-                input.dispatchEvent(new Event('input', {bubbles: true}));
-                while (peak() === before) { await new Promise(r => setTimeout(r, 0)); }
-                out.push(performance.now() - t0);
-            }
-            return out;
-        })()",
-    );
-    let mut v: Vec<f64> = times.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let v = recompute_times(&b);
     println!("one recompute in the browser (input event to updated peak, ms): median {:.2}, max {:.2} over {} changes", v[v.len() / 2], v[v.len() - 1], v.len());
 
     // With a card chosen every recompute also searches the engine for the answers (largest
     // context and batch, GPU layers, best weight format): target under 20 ms.
     b.goto(&format!("{}{page}?kind=llm-inference&model=llama-3.1-8b&weights=Q4_K_M&context=8192&engine=ollama&card=rtx-4060-ti-8gb", server.url));
     b.wait_js("return !!document.getElementById('answers')");
-    let times = b.js(
-        "return (async () => {
-            const input = document.getElementById('c-context');
-            const peak = () => document.getElementById('peak').dataset.bytes;
-            const out = [];
-            for (let i = 0; i < 20; i++) {
-                const before = peak();
-                const t0 = performance.now();
-                input.value = String(4096 + 1024 * i);
-                input.dispatchEvent(new Event('input', {bubbles: true}));
-                while (peak() === before) { await new Promise(r => setTimeout(r, 0)); }
-                out.push(performance.now() - t0);
-            }
-            return out;
-        })()",
-    );
-    let mut v: Vec<f64> = times.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let v = recompute_times(&b);
     println!("one recompute with the answers for a card (ms): median {:.2}, max {:.2} over {} changes", v[v.len() / 2], v[v.len() - 1], v.len());
     // The parsers for a user's model file are not part of the first load; what they cost on first use.
     let lazy: Vec<String> = std::fs::read_dir(site_dir()).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("modelfile-") && (n.ends_with(".wasm") || n.ends_with(".js"))).collect();
@@ -108,4 +74,27 @@ fn first_load_size_time_to_interactive_and_recompute() {
         let (br, enc) = wire(&format!("{}/{n}", server.url), "br");
         println!("  on first use of a model file: /{n} {br} {enc}");
     }
+}
+
+/// Milliseconds from a context change to the updated peak, 20 changes, sorted.
+fn recompute_times(b: &Browser) -> Vec<f64> {
+    let times = b.js(
+        "return (async () => {
+            const input = document.getElementById('c-context');
+            const peak = () => document.getElementById('peak').dataset.bytes;
+            const out = [];
+            for (let i = 0; i < 20; i++) {
+                const before = peak();
+                const t0 = performance.now();
+                input.value = String(4096 + 1024 * i);
+                input.dispatchEvent(new Event('input', {bubbles: true}));
+                while (peak() === before) { await new Promise(r => setTimeout(r, 0)); }
+                out.push(performance.now() - t0);
+            }
+            return out;
+        })()",
+    );
+    let mut v: Vec<f64> = times.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v
 }

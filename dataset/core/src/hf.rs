@@ -98,6 +98,12 @@ pub struct ArchOrigin {
     pub counted: Option<String>,
 }
 
+/// Counts are computed in 128 bits from values of at most [`MAX_VALUE`], so no product overflows.
+type N = u128;
+
+/// The largest value a config field may hold (2^24; the longest context windows are below it).
+const MAX_VALUE: N = 1 << 24;
+
 struct Cfg<'a> {
     m: &'a Map<String, Value>,
     model_type: &'a str,
@@ -108,24 +114,31 @@ impl<'a> Cfg<'a> {
         self.m.get(key).filter(|v| !v.is_null())
     }
 
-    fn uint(&self, key: &str) -> Result<Option<u64>, String> {
+    fn uint(&self, key: &str) -> Result<Option<N>, String> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => match v.as_u64() {
-                Some(n) => Ok(Some(n)),
-                None => match v.as_f64() {
-                    Some(x) if x >= 0.0 && x.fract() == 0.0 && x < 9.0e15 => Ok(Some(x as u64)),
-                    _ => Err(format!("config.json field `{key}` must be a whole number ≥ 0, found {v}")),
-                },
-            },
+            Some(v) => {
+                let n = match v.as_u64() {
+                    Some(n) => n as N,
+                    None => match v.as_f64() {
+                        Some(x) if x >= 0.0 && x.fract() == 0.0 && x < 9.0e15 => x as N,
+                        _ => return Err(format!("config.json field `{key}` must be a whole number ≥ 0, found {v}")),
+                    },
+                };
+                // Larger than any model's value: refused before the counts can overflow.
+                if n > MAX_VALUE {
+                    return Err(format!("config.json field `{key}` is {n}, more than any model has (at most {MAX_VALUE})"));
+                }
+                Ok(Some(n))
+            }
         }
     }
 
-    fn need(&self, key: &str) -> Result<u64, String> {
+    fn need(&self, key: &str) -> Result<N, String> {
         self.uint(key)?.ok_or_else(|| format!("config.json (model_type `{}`) lacks `{key}`, which the engine needs", self.model_type))
     }
 
-    fn or(&self, key: &str, default: u64) -> Result<u64, String> {
+    fn or(&self, key: &str, default: N) -> Result<N, String> {
         Ok(self.uint(key)?.unwrap_or(default))
     }
 
@@ -137,8 +150,8 @@ impl<'a> Cfg<'a> {
         }
     }
 
-    fn positive(&self, key: &str, n: u64) -> Result<u32, String> {
-        if n == 0 || n > u32::MAX as u64 {
+    fn positive(&self, key: &str, n: N) -> Result<u32, String> {
+        if n == 0 || n > u32::MAX as N {
             return Err(format!("config.json field `{key}` must be between 1 and {}, found {n}", u32::MAX));
         }
         Ok(n as u32)
@@ -147,7 +160,7 @@ impl<'a> Cfg<'a> {
 
 /// Which layers use a sliding window, as transformers decides it: the config's `layer_types`
 /// when present, otherwise the model type's own rule.
-fn sliding_layers(c: &Cfg, layers: u64) -> Result<Option<(u32, u32)>, String> {
+fn sliding_layers(c: &Cfg, layers: N) -> Result<Option<(u32, u32)>, String> {
     // The configuration classes' defaults when the key is absent (a `null` turns the window off).
     let class_default = match c.model_type {
         "gemma2" | "gemma3_text" | "cohere2" => Some(4096),
@@ -164,13 +177,13 @@ fn sliding_layers(c: &Cfg, layers: u64) -> Result<Option<(u32, u32)>, String> {
     };
     if let Some(types) = c.get("layer_types") {
         let arr = types.as_array().ok_or("config.json field `layer_types` must be an array of strings")?;
-        if arr.len() as u64 != layers {
+        if arr.len() as N != layers {
             return Err(format!("config.json field `layer_types` has {} entries for {layers} layers", arr.len()));
         }
         let n = arr.iter().filter(|t| t.as_str() == Some("sliding_attention")).count() as u32;
         return Ok(if n == 0 { None } else { Some((window as u32, n)) });
     }
-    let every = |p: u64| if p == 0 { 0 } else { layers - layers / p };
+    let every = |p: N| if p == 0 { 0 } else { layers - layers / p };
     let n = match c.model_type {
         // Even layers slide (layer 0, 2, …), odd ones attend globally.
         "gemma2" | "gpt_oss" => layers.div_ceil(2),
@@ -194,7 +207,7 @@ fn sliding_layers(c: &Cfg, layers: u64) -> Result<Option<(u32, u32)>, String> {
 
 /// Parameters of a SigLIP vision tower and Gemma 3's projector, from the `vision_config` and the
 /// text model's width.
-fn gemma3_vision_params(vc: &Map<String, Value>, text_hidden: u64) -> Result<u64, String> {
+fn gemma3_vision_params(vc: &Map<String, Value>, text_hidden: N) -> Result<N, String> {
     let c = Cfg { m: vc, model_type: "siglip_vision_model" };
     let h = c.or("hidden_size", 768)?;
     let i = c.or("intermediate_size", 3072)?;
@@ -335,8 +348,8 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
         _ => 3 * h * i + if mlp_bias { 2 * i + h } else { 0 },
     };
     let mut moe = MoeFields::default();
-    let mut mlp_total = 0u64;
-    let mut dense_layers = 0u64;
+    let mut mlp_total: N = 0;
+    let mut dense_layers: N = 0;
     match model_type {
         "mixtral" => {
             let e = c.need("num_local_experts")?;
@@ -347,8 +360,8 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
             let e = c.need("num_experts")?;
             let mi = c.need("moe_intermediate_size")?;
             let step = c.or("decoder_sparse_step", 1)?;
-            let only: Vec<u64> = match c.get("mlp_only_layers") {
-                Some(Value::Array(a)) => a.iter().filter_map(Value::as_u64).collect(),
+            let only: Vec<N> = match c.get("mlp_only_layers") {
+                Some(Value::Array(a)) => a.iter().filter_map(Value::as_u64).map(N::from).collect(),
                 _ => Vec::new(),
             };
             let shared_i = if model_type == "qwen2_moe" { c.or("shared_expert_intermediate_size", 0)? } else { 0 };
@@ -424,7 +437,10 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
     } else {
         Attention::Mha
     };
-    let u32f = |key: &str, n: u64| c.positive(key, n);
+    let u32f = |key: &str, n: N| c.positive(key, n);
+    let count = |n: N| u64::try_from(n).map_err(|_| format!("config.json describes {n} parameters, more than any model"));
+    let params = count(params)?;
+    let active = active.map(count).transpose()?;
     let llm = Llm {
         id: format!("config:{}", label),
         name: label,
@@ -436,7 +452,7 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
         kv_heads: u32f("num_key_value_heads", kv)?,
         head_dim: u32f("head_dim", d)?,
         vocab: u32f("vocab_size", vocab)?,
-        max_context,
+        max_context: max_context as u64,
         tied_embeddings: tied,
         attention: attention_kind,
         active_params: active,
@@ -475,10 +491,10 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
 
 #[derive(Default)]
 struct MoeFields {
-    experts: u64,
-    per_token: u64,
-    inter: u64,
-    shared: u64,
+    experts: N,
+    per_token: N,
+    inter: N,
+    shared: N,
 }
 
 #[cfg(test)]
@@ -593,5 +609,11 @@ mod tests {
         let e = llm_from_config(&llama_like(json!({"num_attention_heads": 0})), None).unwrap_err();
         assert!(e.contains("at least 1"), "{e}");
         assert!(llm_from_config(&json!([1]), None).unwrap_err().contains("JSON object"));
+        // Absurd sizes are refused with a message, never an overflow.
+        let e = llm_from_config(&llama_like(json!({"hidden_size": 4_000_000_000u64, "vocab_size": 4_000_000_000u64})), None).unwrap_err();
+        assert!(e.contains("`hidden_size` is 4000000000, more than any model has"), "{e}");
+        let big = json!({"hidden_size": 1 << 24, "intermediate_size": 1 << 24, "num_hidden_layers": 1 << 24, "vocab_size": 1 << 24,
+                         "num_attention_heads": 1, "head_dim": 1 << 24});
+        assert!(llm_from_config(&llama_like(big), None).unwrap_err().contains("more than any model"));
     }
 }
