@@ -77,12 +77,26 @@ pub fn term_label(lang: Lang, term: &str) -> String {
     t(lang, key).to_string()
 }
 
-/// The text a reader should see first for a claim: the correction when the claim is wrong or
-/// needs conditions, else the statement.
-pub fn headline(c: &Claim, lang: Lang) -> String {
-    match (&c.correction, c.verdict) {
-        (Some(corr), Verdict::Contradicted | Verdict::Qualified) => corr.get(lang).to_string(),
-        _ => c.statement.get(lang).to_string(),
+/// A claim's title as it must read on its own (page titles, headings, link previews): what was
+/// said, in quotes and led by the verdict unless the claim is verified.
+pub fn title_text(c: &Claim, lang: Lang) -> String {
+    let said = c.statement.get(lang);
+    match c.verdict {
+        Verdict::Verified => said.to_string(),
+        Verdict::Contradicted => fmt(lang, k::CLAIM_TITLE_CONTRADICTED, &[("said", said)]),
+        Verdict::Qualified => fmt(lang, k::CLAIM_TITLE_QUALIFIED, &[("said", said)]),
+        Verdict::Unverified => fmt(lang, k::CLAIM_TITLE_UNVERIFIED, &[("said", said)]),
+    }
+}
+
+/// What follows the statement: for a contradicted claim what is true, for a qualified one the
+/// condition it holds under (label, text).
+pub fn truth(c: &Claim, lang: Lang) -> Option<(&'static str, String)> {
+    let text = c.correction.as_ref()?.get(lang).to_string();
+    match c.verdict {
+        Verdict::Contradicted => Some((t(lang, k::CLAIM_CORRECTION), text)),
+        Verdict::Qualified => Some((t(lang, k::CLAIM_CONDITION), text)),
+        _ => None,
     }
 }
 
@@ -101,12 +115,17 @@ pub fn ClaimRef(lang: Lang, ds: Data, id: String) -> impl IntoView {
     match ds.claim(&id) {
         Some(c) => {
             let href = Route::Claim(c.id.clone()).path(lang);
-            let text = headline(c, lang);
+            let said = c.statement.get(lang).to_string();
+            let struck = c.verdict == Verdict::Contradicted;
+            let truth = truth(c, lang);
             view! {
                 <a class="claimref" href=href data-claim=c.id.clone()>
                     <VerdictBadge lang=lang verdict=c.verdict />
                     " "
-                    <span>{text}</span>
+                    <span class="ctext">
+                        <span class="statement" class:said=struck>{said}</span>
+                        {truth.map(|(label, text)| view! { " " <span class="truth"><em>{label}":"</em>" "{text}</span> })}
+                    </span>
                 </a>
             }
             .into_any()

@@ -62,12 +62,12 @@ fn the_brief_examples_fit_with_cited_terms() {
         assert!(terms.contains(&"weights"), "{terms:?}");
     }
     // Llama 3.1 8B at 32k in bf16: 16 GB of weights and 4 GiB of KV cache do not fit a 24 GB card;
-    // a 4-bit format does.
+    // a 4-bit format transformers loads (bitsandbytes nf4) does.
     let f = fit(ds, &ws[0]).unwrap();
     let kv = f.breakdown.iter().find(|t| t.term == "kv-cache").unwrap().bytes;
     assert_eq!(kv, 32768 * 131072, "128 KiB per token");
     assert!(!f.fits.iter().any(|g| g.gpu == "rtx-4090"));
-    assert!(f.levers.iter().any(|l| l.lever == "weights: Q4_K_M" && l.peak_bytes < 24 * (1 << 30)));
+    assert!(f.levers.iter().any(|l| l.lever == "weights: nf4" && l.peak_bytes < 24 * (1 << 30)));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
 
-use headroom_core::fit::{fit, fit_on, gpu_bytes, parse_input, Fit};
+use headroom_core::fit::{fit, fit_on, gpu_bytes, parse_input, Card, Fit};
 use headroom_core::Lang;
 use headroom_e2e::data::loaded;
 use headroom_e2e::{repo_root, site_dir, Browser, Server, TempDir};
@@ -299,7 +299,7 @@ fn the_answers_for_a_card_are_the_engines_and_apply_in_one_click() {
     wait_app(&b);
     let gpu = ds.gpu("rtx-4060-ti-8gb").expect("an 8 GB card in the catalog");
     let w = parse_input(&json!({"kind": "llm-inference", "model": "qwen3-8b", "weights": "Q8_0", "kv_cache": "q8_0", "context": 8192, "batch": 1, "engine": "ollama"}).to_string()).unwrap();
-    let want = fit_on(ds, &w[0], gpu_bytes(gpu)).unwrap();
+    let want = fit_on(ds, &w[0], &Card::parse(ds, &gpu.id, 0.0).unwrap()).unwrap();
     let a = want.answers.unwrap();
     b.wait_text("#answers h2", |s| s == fmt(Lang::Pt, k::CALC_ANSWERS, &[("gpu", &gpu.name)]));
     assert_eq!(b.js("return document.getElementById('c-card').value"), "rtx-4060-ti-8gb");

@@ -128,14 +128,14 @@ pub fn fit(dir: &Path, input: &Path, gpu: Option<&str>, other_gib: f64) -> Resul
     let is_array = text.trim_start().starts_with('[');
     let workloads = headroom_core::fit::parse_input(&text)?;
     let loaded = load_checked(dir)?;
-    let budget = match gpu {
-        Some(g) => Some(headroom_core::fit::budget(&loaded.dataset, g, other_gib).map_err(|e| format!("--gpu: {e}"))?),
+    let card = match gpu {
+        Some(g) => Some(headroom_core::fit::Card::parse(&loaded.dataset, g, other_gib).map_err(|e| format!("--gpu: {e}"))?),
         None => None,
     };
     let mut out = Vec::new();
     for (i, w) in workloads.iter().enumerate() {
-        let f = match budget {
-            Some(b) => headroom_core::fit::fit_on(&loaded.dataset, w, b),
+        let f = match &card {
+            Some(c) => headroom_core::fit::fit_on(&loaded.dataset, w, c),
             None => headroom_core::fit::fit(&loaded.dataset, w),
         }
         .map_err(|e| if is_array { format!("workload [{i}]: {e}") } else { e })?;

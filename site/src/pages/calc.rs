@@ -1,7 +1,9 @@
 //! The calculator: a form over the fit engine's workload, recomputed on every change; the state
 //! lives in the URL query so a result can be shared.
 
-use headroom_core::fit::{fit, fit_on, Fit, Workload};
+use headroom_core::fit::search::Answers;
+use headroom_core::fit::levers::Change;
+use headroom_core::fit::{fit, fit_on, Card, Fit, Verdict, Workload};
 use headroom_core::{Lang, Modality};
 use headroom_i18n::{fmt, k, t, Key};
 use leptos::prelude::*;
@@ -11,7 +13,7 @@ use crate::fmt::gib;
 use crate::own_model::{HubError, HubModels, CUSTOM, HUB_PREFIX};
 use crate::ui::{term_label, ClaimRef, Data};
 
-pub use headroom_core::fit::query::{parse_query, preset, presets, to_query, State};
+pub use headroom_core::fit::query::{complete, parse_query, preset, presets, to_query, State, CARD_KEYS};
 
 /// Why the calculator shows no result.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,11 +24,25 @@ pub enum NoResult {
     Invalid(String),
 }
 
-/// The fit for a calculator state: `card` (a catalog GPU id) adds the answers for that card;
-/// a `model` of `hf:organization/name` is the config fetched for that id.
+/// The card a state names under `key` (`card` or `card2`): a catalog id or a size in GiB (`12`,
+/// `12GB`, `16GiB`), less `other` GiB used by other processes.
+pub fn card_in(ds: &headroom_core::Dataset, s: &State, key: &str) -> Option<Result<Card, String>> {
+    let spec = match s.get(key)? {
+        Value::String(x) if !x.trim().is_empty() => x.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    let other = s.get("other").and_then(Value::as_f64).unwrap_or(0.0);
+    Some(Card::parse(ds, &spec, other))
+}
+
+/// The fit for a calculator state: a `card` adds the verdict, the plan and the answers for that
+/// card; a `model` of `hf:organization/name` is the config fetched for that id.
 pub fn compute(ds: &headroom_core::Dataset, state: &State, hub: &HubModels) -> Result<Fit, NoResult> {
     let mut w = state.clone();
-    let card = w.remove("card").and_then(|c| c.as_str().map(str::to_string)).filter(|c| !c.is_empty());
+    for key in CARD_KEYS {
+        w.remove(key);
+    }
     if let Some(id) = w.get("model").and_then(Value::as_str).and_then(|m| m.strip_prefix(HUB_PREFIX)).map(str::to_string) {
         match hub.get(&id) {
             Some(Ok(model)) => {
@@ -37,11 +53,20 @@ pub fn compute(ds: &headroom_core::Dataset, state: &State, hub: &HubModels) -> R
         }
     }
     let w = Workload::from_value(&Value::Object(w)).map_err(NoResult::Invalid)?;
-    match card.as_deref().and_then(|c| ds.gpu(c)) {
-        Some(g) => fit_on(ds, &w, headroom_core::fit::gpu_bytes(g)),
+    match card_in(ds, state, "card") {
+        Some(Ok(card)) => fit_on(ds, &w, &card),
+        Some(Err(e)) => Err(format!("card: {e}")),
         None => fit(ds, &w),
     }
     .map_err(NoResult::Invalid)
+}
+
+/// The second card of a comparison: its verdict and answers for the same workload.
+pub fn second_card(ds: &headroom_core::Dataset, state: &State, f: &Fit) -> Option<(Verdict, Answers)> {
+    let card = card_in(ds, state, "card2")?.ok()?;
+    let w = Workload::from_value(&f.workload).ok()?;
+    let a = headroom_core::fit::search::answers(ds, &w, card.budget_bytes()).ok()?;
+    Some((Verdict::of(&card, f.peak_bytes), a))
 }
 
 /// Whether the state's model is the user's own (a config object or a Hub id) rather than a
@@ -105,6 +130,14 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
             let mut c = vec![
                 Ctl::Select("model", k::CALC_MODEL, models),
                 Ctl::Select("precision", k::CALC_PRECISION, have(&["fp32", "bf16", "fp16", "fp8", "Q8_0", "Q6_K", "Q5_K_S", "Q4_K_S", "Q3_K_S"])),
+                Ctl::Select("text_encoder_precision", k::CALC_TEXT_ENCODER_PRECISION, {
+                    // Empty: the engine's default, which follows the denoiser (bf16 under a GGUF one).
+                    let den = get("precision");
+                    let follows = if ds.quant(&den).is_some_and(|q| q.family == headroom_core::QuantFamily::Float) { den } else { "bf16".into() };
+                    let mut o = vec![(String::new(), fmt(lang, k::CALC_TE_DEFAULT, &[("format", &follows)]))];
+                    o.extend(have(&["fp32", "bf16", "fp16", "fp8"]));
+                    o
+                }),
                 Ctl::Number("width", k::CALC_WIDTH, "8"),
                 Ctl::Number("height", k::CALC_HEIGHT, "8"),
             ];
@@ -205,7 +238,7 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
                             return;
                         }
                     }
-                    let value = v.parse::<u64>().ok().filter(|_| field == "zero").map(|n| json!(n)).unwrap_or(Value::String(v));
+                    let value = if v.is_empty() { Value::Null } else { v.parse::<u64>().ok().filter(|_| field == "zero").map(|n| json!(n)).unwrap_or(Value::String(v)) };
                     state.update(|s| set_field(&ds2, s, field, value));
                 }>
                     {options.into_iter().map(|(v, l)| view! { <option value=v>{l}</option> }).collect_view()}
@@ -262,24 +295,108 @@ fn cost_label(lang: Lang, cost: &str) -> &'static str {
     })
 }
 
+/// Carries the card fields of `from` over to `into` (they are not part of a workload).
+fn keep_card(from: &State, into: &mut State) {
+    for key in CARD_KEYS {
+        if let Some(v) = from.get(key) {
+            into.insert(key.into(), v.clone());
+        }
+    }
+}
+
 /// A lever's workload in place of the state, keeping what the workload does not carry: the card,
 /// and the model as the reader gave it (a Hub id stays an id).
 fn apply_lever(s: &mut State, alt: &State) {
     let model = s.get("model").cloned();
-    let card = s.get("card").cloned();
-    *s = alt.clone();
+    let old = std::mem::replace(s, alt.clone());
+    keep_card(&old, s);
     if let Some(m) = model {
         s.insert("model".into(), m);
     }
-    if let Some(c) = card {
-        s.insert("card".into(), c);
+}
+
+/// After the page re-renders, moves the focus to the first element matching `selector` (the
+/// same lever, or the verdict), so applying a change does not drop the reader at the top.
+fn refocus(selector: String) {
+    #[cfg(feature = "csr")]
+    {
+        use wasm_bindgen::JsCast;
+        let f = wasm_bindgen::closure::Closure::once_into_js(move || {
+            let doc = web_sys::window().and_then(|w| w.document());
+            let el = doc.as_ref().and_then(|d| d.query_selector(&selector).ok().flatten()).or_else(|| doc.and_then(|d| d.get_element_by_id("verdict")));
+            if let Some(e) = el.and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok()) {
+                let _ = e.focus();
+            }
+        });
+        if let Some(w) = web_sys::window() {
+            let _ = w.request_animation_frame(f.unchecked_ref());
+        }
+    }
+    #[cfg(not(feature = "csr"))]
+    let _ = selector;
+}
+
+/// A lever's change in words ("KV cache in 8-bit (q8_0)"), from the dataset's formats.
+fn change_label(lang: Lang, ds: &headroom_core::Dataset, f: &Fit, c: &Change, others: &[Change]) -> String {
+    use headroom_core::format::number;
+    let v = c.value.as_str().map(str::to_string).unwrap_or_else(|| c.value.to_string());
+    let n = || c.value.as_f64().map(|x| number(x, lang)).unwrap_or_else(|| v.clone());
+    let bits = |id: &str| ds.quant(id).map(|q| number(q.bits, lang)).unwrap_or_default();
+    let of_layers = || f.architecture.as_ref().map(|a| a.layers.to_string()).unwrap_or_default();
+    let of_blocks = || {
+        f.workload.get("model").and_then(Value::as_str).and_then(|m| ds.diffusion_model(m)).and_then(|m| m.components.iter().find(|c| c.role.starts_with("denoiser")).and_then(|c| c.layers)).map(|l| l.to_string()).unwrap_or_default()
+    };
+    match c.field.as_str() {
+        "weights" => fmt(lang, k::LEVER_WEIGHTS, &[("format", &v), ("bits", &bits(&v))]),
+        "kv_cache" => fmt(lang, k::LEVER_KV_CACHE, &[("format", &v), ("bits", &ds.quant(&v).map(|q| number(q.bits.floor(), lang)).unwrap_or_default())]),
+        "context" => fmt(lang, k::LEVER_CONTEXT, &[("value", &n())]),
+        "batch" => fmt(lang, k::LEVER_BATCH, &[("value", &n())]),
+        "seq" => fmt(lang, k::LEVER_SEQ, &[("value", &n())]),
+        "gpu_layers" => fmt(lang, k::LEVER_GPU_LAYERS, &[("value", &n()), ("of", &of_layers())]),
+        "gpu_memory_utilization" => fmt(lang, k::LEVER_GPU_MEMORY_UTILIZATION, &[("value", &n())]),
+        "optimizer" => t(lang, k::LEVER_OPTIMIZER).to_string(),
+        "gradient_checkpointing" => t(lang, k::LEVER_GRADIENT_CHECKPOINTING).to_string(),
+        "lora_targets" => t(lang, k::LEVER_LORA_TARGETS).to_string(),
+        "method" if v == "qlora" => t(lang, k::LEVER_METHOD_QLORA).to_string(),
+        "method" => t(lang, k::LEVER_METHOD_LORA).to_string(),
+        "tiled_vae" => t(lang, k::LEVER_TILED_VAE).to_string(),
+        // Kept as it is while the denoiser changes: said so, so the lever does not hide it.
+        "text_encoder_precision" if others.iter().any(|o| o.field == "precision") => fmt(lang, k::LEVER_TEXT_ENCODER_KEPT, &[("format", &v)]),
+        "text_encoder_precision" => fmt(lang, k::LEVER_TEXT_ENCODER_PRECISION, &[("format", &v)]),
+        "text_encoders" => t(lang, k::LEVER_TEXT_ENCODERS).to_string(),
+        "precision" => fmt(lang, k::LEVER_PRECISION, &[("format", &v), ("bits", &bits(&v))]),
+        "offload" if v == "sequential" => t(lang, k::LEVER_OFFLOAD_SEQUENTIAL).to_string(),
+        "offload" => t(lang, k::LEVER_OFFLOAD_MODEL).to_string(),
+        "block_swap" => fmt(lang, k::LEVER_BLOCK_SWAP, &[("value", &n()), ("of", &of_blocks())]),
+        _ => format!("{}: {v}", c.field),
     }
 }
 
-/// The answers for the chosen card, each with a button that applies it.
-fn answers_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, a: &headroom_core::fit::search::Answers) -> AnyView {
+fn changes_label(lang: Lang, ds: &headroom_core::Dataset, f: &Fit, changes: &[Change]) -> String {
+    changes.iter().map(|c| change_label(lang, ds, f, c, changes)).collect::<Vec<_>>().join(" · ")
+}
+
+/// "Fits on X with N to spare" / "Does not fit on X: N short".
+fn verdict_line(lang: Lang, v: &Verdict) -> String {
+    if v.fits {
+        fmt(lang, k::CALC_VERDICT_FITS, &[("card", &v.card.name), ("spare", &gib(v.spare_bytes as f64, lang))])
+    } else {
+        fmt(lang, k::CALC_VERDICT_SHORT, &[("card", &v.card.name), ("short", &gib(-v.spare_bytes as f64, lang))])
+    }
+}
+
+fn budget_line(lang: Lang, v: &Verdict) -> String {
+    fmt(lang, k::CALC_BUDGET, &[
+        ("card", &v.card.name),
+        ("memory", &gib(v.card.memory_bytes as f64, lang)),
+        ("other", &gib(v.card.other_bytes as f64, lang)),
+        ("budget", &gib(v.budget_bytes as f64, lang)),
+    ])
+}
+
+/// The answers for a card, each with a button that applies it.
+fn answers_view(lang: Lang, state: RwSignal<State>, card: &str, a: &Answers, id: &'static str) -> AnyView {
     use headroom_core::format::number;
-    let gpu = state.with_untracked(|s| s.get("card").and_then(|c| c.as_str()).and_then(|c| ds.gpu(c)).map(|g| g.name.clone())).unwrap_or_default();
     let mut items: Vec<(String, String, Vec<(&'static str, Value)>)> = Vec::new();
     let limit = |hit: bool| if hit { format!(" ({})", t(lang, k::CALC_ANS_LIMIT)) } else { String::new() };
     if let Some(x) = &a.max_context {
@@ -308,22 +425,28 @@ fn answers_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>,
     }
     let empty = items.is_empty();
     view! {
-        <section class="answers" id="answers">
-            <h2>{fmt(lang, k::CALC_ANSWERS, &[("gpu", &gpu)])}</h2>
+        <section class="answers" id=id>
+            <h2>{fmt(lang, k::CALC_ANSWERS, &[("gpu", card)])}</h2>
             {if empty {
-                view! { <p id="answers-none">{t(lang, k::CALC_ANS_NONE)}</p> }.into_any()
+                view! { <p class="answers-none">{t(lang, k::CALC_ANS_NONE)}</p> }.into_any()
             } else {
                 view! {
                     <ul>
-                        {items.into_iter().map(|(key, text, set)| view! {
-                            <li data-answer=key>
-                                <span>{text}</span>" "
-                                <button type="button" class="apply" on:click=move |_| state.update(|s| {
-                                    for (f, v) in &set {
-                                        s.insert((*f).into(), v.clone());
-                                    }
-                                })>{t(lang, k::CALC_ANS_APPLY)}</button>
-                            </li>
+                        {items.into_iter().map(|(key, text, set)| {
+                            let again = format!("#{id} li[data-answer=\"{key}\"] button");
+                            view! {
+                                <li data-answer=key>
+                                    <span>{text}</span>" "
+                                    <button type="button" class="apply" on:click=move |_| {
+                                        state.update(|s| {
+                                            for (f, v) in &set {
+                                                s.insert((*f).into(), v.clone());
+                                            }
+                                        });
+                                        refocus(again.clone());
+                                    }>{t(lang, k::CALC_ANS_APPLY)}</button>
+                                </li>
+                            }
                         }).collect_view()}
                     </ul>
                 }.into_any()
@@ -333,19 +456,83 @@ fn answers_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>,
     .into_any()
 }
 
+/// The verdict for the chosen card, and the second card side by side when one is chosen.
+fn verdict_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
+    let v = result.verdict.clone()?;
+    let second = state.with_untracked(|s| second_card(ds, s, result));
+    let answers = result.answers.clone();
+    let one = |v: &Verdict, a: Option<&Answers>, id: &'static str, aid: &'static str| {
+        let class = if v.fits { "verdict fits" } else { "verdict short" };
+        let a = a.map(|a| answers_view(lang, state, &v.card.name, a, aid));
+        view! {
+            <section class=class id=id tabindex="-1" data-fits=v.fits.to_string() data-spare=v.spare_bytes.to_string()>
+                <p class="verdict-line"><strong>{verdict_line(lang, v)}</strong></p>
+                <p class="muted">{budget_line(lang, v)}</p>
+                {a}
+            </section>
+        }
+    };
+    Some(match second {
+        None => one(&v, answers.as_ref(), "verdict", "answers").into_any(),
+        Some((v2, a2)) => view! {
+            <div class="compare">
+                {one(&v, answers.as_ref(), "verdict", "answers")}
+                {one(&v2, Some(&a2), "verdict-2", "answers-2")}
+            </div>
+        }
+        .into_any(),
+    })
+}
+
+/// The cheapest combination of levers that fits the card, with one button that applies it.
+fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
+    let v = result.verdict.as_ref().filter(|v| !v.fits)?;
+    let card = v.card.name.clone();
+    Some(match &result.plan {
+        None => view! { <section class="plan" id="plan"><p id="plan-none">{fmt(lang, k::CALC_PLAN_NONE, &[("card", &card)])}</p></section> }.into_any(),
+        Some(p) => {
+            let alt = p.workload.as_object().cloned().unwrap_or_default();
+            let items: Vec<(String, String)> = p.changes.iter().map(|c| (c.field.clone(), change_label(lang, ds, result, c, &p.changes))).collect();
+            let costs = p.costs.iter().map(|c| cost_label(lang, c)).collect::<Vec<_>>().join(" · ");
+            view! {
+                <section class="plan" id="plan" data-peak=p.peak_bytes.to_string()>
+                    <h2>{fmt(lang, k::CALC_PLAN, &[("card", &card)])}</h2>
+                    <ul>{items.into_iter().map(|(f, text)| view! { <li data-field=f>{text}</li> }).collect_view()}</ul>
+                    <p>
+                        <strong>{fmt(lang, k::CALC_PLAN_RESULT, &[("peak", &gib(p.peak_bytes as f64, lang)), ("spare", &gib(p.spare_bytes as f64, lang))])}</strong>
+                        " " <span class="muted">{costs}</span>
+                    </p>
+                    <button type="button" id="plan-apply" class="apply" on:click=move |_| {
+                        state.update(|s| apply_lever(s, &alt));
+                        refocus("#verdict".into());
+                    }>{t(lang, k::CALC_PLAN_APPLY)}</button>
+                </section>
+            }
+            .into_any()
+        }
+    })
+}
+
 #[component]
 fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl IntoView {
     let peak = result.peak_bytes as f64;
+    let budget = result.verdict.as_ref().map(|v| v.budget_bytes as f64);
+    // The bar's scale holds both the peak and the card, so the card's edge can be drawn on it.
+    let scale = budget.map_or(peak, |b| b.max(peak)).max(1.0);
     let bar = result
         .breakdown
         .iter()
         .enumerate()
         .map(|(i, term)| {
-            let pct = term.bytes as f64 / peak * 100.0;
+            let pct = term.bytes as f64 / scale * 100.0;
             let label = format!("{}: {}", term_label(lang, &term.term), gib(term.bytes as f64, lang));
             view! { <span class=format!("seg seg-{}", i % 8) style=format!("width:{pct:.2}%") title=label.clone() aria-label=label></span> }
         })
         .collect_view();
+    let mark = result.verdict.as_ref().map(|v| {
+        let left = v.budget_bytes as f64 / scale * 100.0;
+        view! { <span class="budget-mark" style=format!("left:{left:.2}%") title=budget_line(lang, v)></span> }
+    });
     let rows = result
         .breakdown
         .iter()
@@ -361,48 +548,74 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
             }
         })
         .collect_view();
-    let answers = result.answers.clone().map(|a| answers_view(lang, &ds, state, &a));
+    let verdict = verdict_view(lang, &ds, state, &result);
+    let plan = plan_view(lang, &ds, state, &result);
+    let fit_item = move |g: headroom_core::fit::GpuFit| view! {
+        <li data-gpu=g.gpu.clone()>
+            <strong>{g.name.clone()}</strong>" "
+            <span class="muted">{format!("{} · ", gib(g.memory_bytes as f64, lang))}{fmt(lang, k::CALC_HEADROOM, &[("size", &gib(g.headroom_bytes as f64, lang))])}</span>
+        </li>
+    };
     let shown_fits: Vec<_> = result.fits.iter().take(10).cloned().collect();
-    let more = result.fits.len().saturating_sub(shown_fits.len());
+    let rest: Vec<_> = result.fits.iter().skip(10).cloned().collect();
+    let total_fits = result.fits.len();
+    let levers = result.levers.iter().enumerate().map(|(i, l)| {
+        let alt = l.workload.as_object().cloned().unwrap_or_default();
+        let text = changes_label(lang, &ds, &result, &l.changes);
+        let outcome = match l.fits {
+            Some(true) => format!(" — {}", t(lang, k::LEVER_FITS)),
+            Some(false) => format!(" — {}", t(lang, k::LEVER_SHORT)),
+            None => String::new(),
+        };
+        let class = match l.fits {
+            Some(true) => "lever-result fits",
+            Some(false) => "lever-result short",
+            None => "lever-result",
+        };
+        let again = format!("ul.levers li:nth-child({}) button", i + 1);
+        view! {
+            <li data-lever=l.lever.clone()>
+                <button type="button" class="lever" on:click=move |_| {
+                    state.update(|s| apply_lever(s, &alt));
+                    refocus(again.clone());
+                }>{text}</button>" "
+                <span class=class>{fmt(lang, k::LEVER_RESULT, &[("peak", &gib(l.peak_bytes as f64, lang))])}{outcome}</span>" · "
+                <span>{fmt(lang, k::CALC_SAVES, &[("size", &gib(l.saving_bytes as f64, lang))])}</span>" · "
+                <span class="muted">{cost_label(lang, &l.cost)}</span>
+            </li>
+        }
+    }).collect_view();
+    let has_levers = !result.levers.is_empty();
     view! {
         <section class="result" aria-live="polite">
+            {verdict}
             <p class="peak"><span>{t(lang, k::CALC_PEAK)}</span>" "<strong id="peak" data-bytes=result.peak_bytes.to_string()>{gib(peak, lang)}</strong></p>
             <p class="muted">{fmt(lang, k::CALC_TENSORS, &[("size", &gib(result.tensor_bytes as f64, lang))])}</p>
-            <div class="bar" role="img" aria-label=t(lang, k::CALC_BREAKDOWN)>{bar}</div>
+            <div class="bar-wrap">
+                <div class="bar" role="img" aria-label=t(lang, k::CALC_BREAKDOWN)>{bar}</div>
+                {mark}
+            </div>
+            {plan}
+            {has_levers.then(|| view! {
+                <h2>{t(lang, k::CALC_LEVERS)}</h2>
+                <ul class="levers">{levers}</ul>
+            })}
             <h2>{t(lang, k::CALC_BREAKDOWN)}</h2>
-            <table class="terms"><tbody>{rows}</tbody></table>
-            {answers}
+            <div class="table-wrap"><table class="terms"><tbody>{rows}</tbody></table></div>
             <h2>{t(lang, k::CALC_FITS)}</h2>
             {if result.fits.is_empty() {
                 view! { <p id="fits-none">{t(lang, k::CALC_FITS_NONE)}</p> }.into_any()
             } else {
                 view! {
-                    <ul class="fits" id="fits">
-                        {shown_fits.into_iter().map(|g| view! {
-                            <li data-gpu=g.gpu.clone()>
-                                <strong>{g.name.clone()}</strong>" "
-                                <span class="muted">{format!("{} · ", gib(g.memory_bytes as f64, lang))}{fmt(lang, k::CALC_HEADROOM, &[("size", &gib(g.headroom_bytes as f64, lang))])}</span>
-                            </li>
-                        }).collect_view()}
-                        {(more > 0).then(|| view! { <li class="muted">{format!("+{more}")}</li> })}
-                    </ul>
+                    <ul class="fits" id="fits">{shown_fits.into_iter().map(fit_item).collect_view()}</ul>
+                    {(!rest.is_empty()).then(|| view! {
+                        <details class="fits-all" id="fits-all">
+                            <summary>{fmt(lang, k::CALC_FITS_ALL, &[("count", &total_fits.to_string())])}</summary>
+                            <ul class="fits">{rest.into_iter().map(fit_item).collect_view()}</ul>
+                        </details>
+                    })}
                 }.into_any()
             }}
-            {(!result.levers.is_empty()).then(|| view! {
-                <h2>{t(lang, k::CALC_LEVERS)}</h2>
-                <ul class="levers">
-                    {result.levers.iter().map(|l| {
-                        let alt = l.workload.as_object().cloned().unwrap_or_default();
-                        view! {
-                            <li>
-                                <button type="button" class="lever" on:click=move |_| state.update(|s| apply_lever(s, &alt))>{l.lever.clone()}</button>" "
-                                <span>{fmt(lang, k::CALC_SAVES, &[("size", &gib(l.saving_bytes as f64, lang))])}</span>" · "
-                                <span class="muted">{cost_label(lang, &l.cost)}</span>
-                            </li>
-                        }
-                    }).collect_view()}
-                </ul>
-            })}
             {(!result.notes.is_empty()).then(|| view! {
                 <h2>{t(lang, k::CALC_NOTES)}</h2>
                 <ul class="notes">{result.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}</ul>
@@ -467,11 +680,8 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
         }
         state.update(|s| {
             if s.get("kind").and_then(|k| k.as_str()) != Some("diffusion") {
-                let card = s.get("card").cloned();
-                *s = preset("diffusion");
-                if let Some(c) = card {
-                    s.insert("card".into(), c);
-                }
+                let old = std::mem::replace(s, preset("diffusion"));
+                keep_card(&old, s);
             }
             if let Some(m) = w.get("model").cloned() {
                 set_field(&ds_k, s, "model", m);
@@ -662,9 +872,143 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
     }
 }
 
+/// Where the reader's card is remembered (`{"card": …, "other": …}`).
+pub const CARD_STORE: &str = "headroom.card";
+
+/// Remembers the card fields for the next visit.
+fn save_card(s: &State) {
+    #[cfg(feature = "csr")]
+    {
+        use gloo_storage::Storage;
+        let mut kept = State::new();
+        for key in ["card", "other"] {
+            if let Some(v) = s.get(key) {
+                kept.insert(key.into(), v.clone());
+            }
+        }
+        let _ = gloo_storage::LocalStorage::set(CARD_STORE, Value::Object(kept));
+    }
+    #[cfg(not(feature = "csr"))]
+    let _ = s;
+}
+
+/// The card: a catalog GPU or a size typed in GiB, what other processes already use, and a second
+/// card to compare.
+#[component]
+fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, String)>) -> impl IntoView {
+    const SIZE: &str = "size";
+    let is_catalog = {
+        let ds = ds.clone();
+        move |v: &Value| v.as_str().is_some_and(|c| ds.gpu(c).is_some())
+    };
+    let size_mode = RwSignal::new(state.with_untracked(|s| s.get("card").is_some_and(|v| !is_catalog(v))));
+    let card = move || {
+        if size_mode.get() {
+            return SIZE.to_string();
+        }
+        state.with(|s| s.get("card").and_then(|c| c.as_str()).unwrap_or("").to_string())
+    };
+    let size = move || state.with(|s| match s.get("card") {
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(x)) if ds.gpu(x).is_none() => x.clone(),
+        _ => String::new(),
+    });
+    let set = move |key: &'static str, v: Option<Value>| {
+        state.update(|s| {
+            match v {
+                Some(v) => s.insert(key.into(), v),
+                None => s.remove(key),
+            };
+            if key != "card2" {
+                save_card(s);
+            }
+        })
+    };
+    let cards2 = cards.clone();
+    view! {
+        <fieldset class="card-picker" id="card-picker">
+            <legend>{t(lang, k::CALC_CARD)}</legend>
+            <div class="field">
+                <label for="c-card">{t(lang, k::CALC_CARD_PICK)}</label>
+                <select id="c-card" prop:value=card on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    size_mode.set(v == SIZE);
+                    match v.as_str() {
+                        "" | SIZE => set("card", None),
+                        _ => set("card", Some(json!(v))),
+                    }
+                }>
+                    <option value="">{t(lang, k::CALC_CARD_NONE)}</option>
+                    {cards.into_iter().map(|(v, l)| view! { <option value=v>{l}</option> }).collect_view()}
+                    <option value=SIZE>{t(lang, k::CALC_CARD_SIZE_OPTION)}</option>
+                </select>
+            </div>
+            {move || size_mode.get().then(|| { let size = size.clone(); view! {
+                <div class="field">
+                    <label for="c-card-size">{t(lang, k::CALC_CARD_SIZE)}</label>
+                    <input id="c-card-size" type="number" inputmode="decimal" min="0.5" step="0.5" prop:value=size on:input=move |ev| {
+                        let v = event_target_value(&ev).trim().replace(',', ".");
+                        set("card", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|x| json!(x)));
+                    } />
+                </div>
+            }})}
+            <div class="field">
+                <label for="c-other">{t(lang, k::CALC_OTHER)}</label>
+                <input id="c-other" type="number" inputmode="decimal" min="0" step="0.1" placeholder="0" prop:value=move || state.with(|s| s.get("other").map(|v| v.to_string()).unwrap_or_default()) on:input=move |ev| {
+                    let v = event_target_value(&ev).trim().replace(',', ".");
+                    set("other", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|x| json!(x)));
+                } />
+            </div>
+            <div class="field">
+                <label for="c-card2">{t(lang, k::CALC_COMPARE)}</label>
+                <select id="c-card2" prop:value=move || state.with(|s| s.get("card2").and_then(|c| c.as_str()).unwrap_or("").to_string()) on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    set("card2", (!v.is_empty()).then(|| json!(v)));
+                }>
+                    <option value="">{t(lang, k::CALC_COMPARE_NONE)}</option>
+                    {cards2.into_iter().map(|(v, l)| view! { <option value=v>{l}</option> }).collect_view()}
+                </select>
+            </div>
+        </fieldset>
+    }
+}
+
+/// The verdict and the peak in one line that stays in view (sticky) while the inputs are edited.
+#[component]
+fn Summary(lang: Lang, result: Memo<Result<Fit, NoResult>>) -> impl IntoView {
+    let text = move || {
+        result.with(|r| match r {
+            Ok(f) => {
+                let peak = format!("{} {}", t(lang, k::CALC_PEAK), gib(f.peak_bytes as f64, lang));
+                let class = match &f.verdict {
+                    Some(v) if v.fits => "summary fits",
+                    Some(_) => "summary short",
+                    None => "summary",
+                };
+                (class, peak, f.verdict.as_ref().map(|v| verdict_line(lang, v)))
+            }
+            Err(_) => ("summary", String::new(), None),
+        })
+    };
+    view! {
+        <div class=move || text().0 id="summary" aria-hidden="true">
+            <strong>{move || text().1}</strong>
+            {move || text().2.map(|v| view! { <span>" · "{v}</span> })}
+        </div>
+    }
+}
+
 #[component]
 pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
-    let state = RwSignal::new(parse_query(&query));
+    let state = RwSignal::new(complete(&ds, &parse_query(&query)));
+    // The card the reader chose before, when the link names none.
+    #[cfg(feature = "csr")]
+    if state.with_untracked(|s| !s.contains_key("card")) {
+        use gloo_storage::Storage;
+        if let Ok(Value::Object(saved)) = gloo_storage::LocalStorage::get::<Value>(CARD_STORE) {
+            state.update_untracked(|s| keep_card(&saved, s));
+        }
+    }
     let hub: RwSignal<HubModels> = RwSignal::new(HubModels::new());
     let open = RwSignal::new(state.with_untracked(is_own_model));
     provide_context(OwnOpen(open));
@@ -705,7 +1049,6 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
     let mut gpus: Vec<&headroom_core::Gpu> = ds.gpus.iter().collect();
     gpus.sort_by(|a, b| a.memory_gb.total_cmp(&b.memory_gb).then(a.name.cmp(&b.name)));
     let cards: Vec<(String, String)> = gpus.iter().map(|g| (g.id.clone(), format!("{} · {}", g.name, gib(headroom_core::fit::gpu_bytes(g) as f64, lang)))).collect();
-    let card = move || state.with(|s| s.get("card").and_then(|c| c.as_str()).unwrap_or("").to_string());
     let arch = Signal::derive(move || result.with(|r| r.as_ref().ok().and_then(|f| f.architecture.clone())));
     let manual_open = Signal::derive(move || result.with(|r| matches!(r, Err(NoResult::Invalid(e)) if e.contains("by hand"))));
     let show_panel = move || open.get() || state.with(is_own_model) || state.with(|s| s.contains_key("file"));
@@ -717,11 +1060,8 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
             {tasks.into_iter().map(|(kd, label)| view! {
                 <label class="radio">
                     <input type="radio" name="kind" value=kd prop:checked=move || kind() == kd on:change=move |_| {
-                        let keep = state.with_untracked(|s| s.get("card").cloned());
                         let mut next = preset(kd);
-                        if let Some(c) = keep {
-                            next.insert("card".into(), c);
-                        }
+                        state.with_untracked(|s| keep_card(s, &mut next));
                         open.set(false);
                         state.set(next)
                     } />
@@ -737,32 +1077,15 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
                     view! { <li><button type="button" class="preset" on:click=move |_| {
                         open.set(false);
                         state.update(|s| {
-                            let card = s.get("card").cloned();
-                            *s = m.clone();
-                            if let Some(c) = card {
-                                s.insert("card".into(), c);
-                            }
+                            let old = std::mem::replace(s, m.clone());
+                            keep_card(&old, s);
                         });
                     }>{label}</button></li> }
                 }).collect_view()}
             </ul>
         </details>
-        <div class="field card">
-            <label for="c-card">{t(lang, k::CALC_CARD)}</label>
-            <select id="c-card" prop:value=card on:change=move |ev| {
-                let v = event_target_value(&ev);
-                state.update(|s| {
-                    if v.is_empty() {
-                        s.remove("card");
-                    } else {
-                        s.insert("card".into(), json!(v));
-                    }
-                });
-            }>
-                <option value="">{t(lang, k::CALC_CARD_NONE)}</option>
-                {cards.into_iter().map(|(v, l)| view! { <option value=v>{l}</option> }).collect_view()}
-            </select>
-        </div>
+        <CardPicker lang=lang ds=ds.clone() state=state cards=cards />
+        <Summary lang=lang result=result />
         <form class="calc" on:submit=|ev| ev.prevent_default()>
             {move || {
                 let s = state.get();

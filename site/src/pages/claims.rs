@@ -5,7 +5,7 @@ use headroom_i18n::{fmt, k, t};
 use leptos::prelude::*;
 
 use crate::routes::Route;
-use crate::ui::{headline, source_kind_key, topic_label, ClaimRef, Data, VerdictBadge};
+use crate::ui::{source_kind_key, title_text, topic_label, ClaimRef, Data, VerdictBadge};
 
 /// The site's address for permalinks: the page's own origin in the browser, `HEADROOM_SITE_URL`
 /// (or the local server) when prerendering.
@@ -19,15 +19,22 @@ pub fn site_url() -> String {
     option_env!("HEADROOM_SITE_URL").unwrap_or("http://127.0.0.1:8080").trim_end_matches('/').to_string()
 }
 
-/// Markdown, BBCode and plain-text citations of a claim.
+/// Markdown, BBCode and plain-text citations of a claim. Each leads with the verdict and quotes
+/// what was said, then (contradicted) what is true or (qualified) the condition, so a snippet
+/// pasted alone cannot be read as an endorsement of a wrong statement.
 pub fn citations(c: &Claim, lang: Lang) -> [(headroom_i18n::Key, String); 3] {
     let url = format!("{}{}", site_url(), Route::Claim(c.id.clone()).path(lang));
-    let text = headline(c, lang);
     let verdict = t(lang, crate::ui::verdict_key(c.verdict));
+    let said = c.statement.get(lang);
+    let body = |v: &str| match crate::ui::truth(c, lang) {
+        Some((_, truth)) if c.verdict == Verdict::Contradicted => fmt(lang, k::CLAIM_CITE_CONTRADICTED, &[("verdict", v), ("said", said), ("truth", &truth)]),
+        Some((_, truth)) => fmt(lang, k::CLAIM_CITE_QUALIFIED, &[("verdict", v), ("said", said), ("truth", &truth)]),
+        None => fmt(lang, k::CLAIM_CITE_OTHER, &[("verdict", v), ("said", said)]),
+    };
     [
-        (k::CLAIM_MARKDOWN, format!("[{text}]({url}) — **{verdict}** (Headroom)")),
-        (k::CLAIM_BBCODE, format!("[url={url}]{text}[/url] — [b]{verdict}[/b] (Headroom)")),
-        (k::CLAIM_PLAIN, format!("{text} — {verdict} (Headroom): {url}")),
+        (k::CLAIM_MARKDOWN, format!("{} — [Headroom]({url})", body(&format!("**{verdict}**")))),
+        (k::CLAIM_BBCODE, format!("{} — [url={url}]Headroom[/url]", body(&format!("[b]{verdict}[/b]")))),
+        (k::CLAIM_PLAIN, format!("{} — Headroom: {url}", body(verdict))),
     ]
 }
 
@@ -41,9 +48,9 @@ pub fn ClaimSummary(lang: Lang, claim: Claim) -> impl IntoView {
             <dl class="claim">
                 <dt>{t(lang, k::CLAIM_SAID)}</dt>
                 <dd class:said=struck>{claim.statement.get(lang).to_string()}</dd>
-                {claim.correction.as_ref().map(|c| view! {
-                    <dt>{t(lang, k::CLAIM_CORRECTION)}</dt>
-                    <dd>{c.get(lang).to_string()}</dd>
+                {crate::ui::truth(&claim, lang).map(|(label, text)| view! {
+                    <dt>{label}</dt>
+                    <dd class="truth">{text}</dd>
                 })}
                 {(!claim.note.get(lang).is_empty()).then(|| view! {
                     <dt>{t(lang, k::CLAIM_WHY)}</dt>
@@ -151,12 +158,12 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
         <p><a href=Route::Claims.path(lang)>{"← "}{t(lang, k::CLAIM_BACK)}</a></p>
         <article class="claim-page" data-claim-id=c.id.clone()>
             <p class="muted">{topic_label(lang, &c.topic)}</p>
-            <h1>{headline(&c, lang)}</h1>
+            <h1>{title_text(&c, lang)}</h1>
             <p><VerdictBadge lang=lang verdict=c.verdict /></p>
             <dl class="claim">
                 <dt>{t(lang, k::CLAIM_SAID)}</dt>
                 <dd class:said=struck>{c.statement.get(lang).to_string()}</dd>
-                {c.correction.as_ref().map(|x| view! { <dt>{t(lang, k::CLAIM_CORRECTION)}</dt><dd>{x.get(lang).to_string()}</dd> })}
+                {crate::ui::truth(&c, lang).map(|(label, text)| view! { <dt>{label}</dt><dd class="truth">{text}</dd> })}
                 <dt>{t(lang, k::CLAIM_WHY)}</dt>
                 <dd>{note}</dd>
                 {c.value.as_ref().map(|v| view! { <dt>{t(lang, k::CLAIM_VALUE)}</dt><dd class="value">{crate::fmt::value(v, lang)}</dd> })}

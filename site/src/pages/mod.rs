@@ -18,7 +18,7 @@ pub fn title(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> String {
         Route::Home => t(lang, k::HOME_TITLE).to_string(),
         Route::Calculator => t(lang, k::CALC_TITLE).to_string(),
         Route::Claims => t(lang, k::CLAIMS_TITLE).to_string(),
-        Route::Claim(id) => ds.claim(id).map(|c| crate::ui::headline(c, lang)).unwrap_or_else(|| id.clone()),
+        Route::Claim(id) => ds.claim(id).map(|c| crate::ui::title_text(c, lang)).unwrap_or_else(|| id.clone()),
         Route::Gpus => t(lang, k::GPUS_TITLE).to_string(),
         Route::Guides => t(lang, k::GUIDES_TITLE).to_string(),
         Route::Guide(slug) => ds.guides.iter().find(|g| &g.slug == slug).map(|g| g.title.clone()).unwrap_or_else(|| slug.clone()),
@@ -37,7 +37,11 @@ pub fn description(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> St
         Route::Claims => t(lang, k::CLAIMS_LEAD).to_string(),
         Route::Claim(id) => ds
             .claim(id)
-            .map(|c| format!("{}: {}", t(lang, crate::ui::verdict_key(c.verdict)), c.note.get(lang)))
+            .map(|c| match crate::ui::truth(c, lang) {
+                // The preview of a contradicted or qualified claim says what is true first.
+                Some((label, text)) => format!("{}. {label}: {text}", t(lang, crate::ui::verdict_key(c.verdict))),
+                None => format!("{}: {}", t(lang, crate::ui::verdict_key(c.verdict)), c.note.get(lang)),
+            })
             .unwrap_or_default(),
         Route::Gpus => t(lang, k::GPUS_LEAD).to_string(),
         Route::Guides => t(lang, k::GUIDES_LEAD).to_string(),

@@ -8,6 +8,7 @@
 
 pub mod accuracy;
 pub mod diffusion;
+pub mod levers;
 pub mod query;
 pub mod search;
 mod llm;
@@ -44,7 +45,10 @@ pub struct GpuFit {
 /// A change to the workload and what it saves.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Lever {
+    /// The changes as text (`weights: Q4_K_M, text_encoder_precision: bf16`).
     pub lever: String,
+    /// The same changes, field by field.
+    pub changes: Vec<levers::Change>,
     /// The workload with the change applied.
     pub workload: serde_json::Value,
     pub peak_bytes: u64,
@@ -52,6 +56,29 @@ pub struct Lever {
     /// What it costs: `quality`, `speed`, `capability` (shorter context, fewer trainable weights) or `throughput`.
     pub cost: String,
     pub claims: Vec<String>,
+    /// With a card: whether the workload fits it with this lever alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fits: Option<bool>,
+}
+
+/// The card a fit is for: a catalog GPU or a size the user typed, less what other processes use.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Card {
+    /// As given: a catalog id or a size (`12GB`, `16GiB`, `24`).
+    pub spec: String,
+    pub name: String,
+    pub memory_bytes: u64,
+    /// Memory other processes already use on it.
+    pub other_bytes: u64,
+}
+
+/// The verdict for the card: the budget and what is left of it (negative: short by that much).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub card: Card,
+    pub budget_bytes: u64,
+    pub spare_bytes: i64,
+    pub fits: bool,
 }
 
 /// The LLM architecture a fit used and where it came from.
@@ -101,6 +128,13 @@ pub struct Fit {
     /// when a card was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answers: Option<search::Answers>,
+    /// With a card: fits or not, and by how much.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// With a card it does not fit: the cheapest combination of levers that fits (absent when
+    /// nothing the levers reach fits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<levers::Plan>,
 }
 
 /// What the engine modules return before fits and levers are added.
@@ -212,23 +246,7 @@ pub fn fit(ds: &Dataset, w: &Workload) -> Result<Fit, String> {
             headroom_bytes: gpu_bytes(g) as i64 - peak as i64,
         })
         .collect();
-    let mut levers = Vec::new();
-    for (name, cost, claims, alt) in levers_for(ds, w) {
-        if let Ok(ab) = breakdown(ds, &alt) {
-            let p = total(&ab);
-            if p < peak {
-                levers.push(Lever {
-                    lever: name,
-                    workload: alt.to_value(),
-                    peak_bytes: p,
-                    saving_bytes: peak as i64 - p as i64,
-                    cost,
-                    claims: claims.iter().map(|s| s.to_string()).collect(),
-                });
-            }
-        }
-    }
-    levers.sort_by(|a, b| b.saving_bytes.cmp(&a.saving_bytes));
+    let levers = levers::levers(ds, w, peak, None);
     Ok(Fit {
         workload: w.to_value(),
         architecture: b.arch.clone(),
@@ -239,173 +257,70 @@ pub fn fit(ds: &Dataset, w: &Workload) -> Result<Fit, String> {
         levers,
         notes: b.notes,
         answers: None,
+        verdict: None,
+        plan: None,
     })
 }
 
-/// [`fit`] plus the answers for a card with `budget_bytes` free.
-pub fn fit_on(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Fit, String> {
+/// [`fit`] for a card: the verdict, levers that say whether each alone fits, the plan when it does
+/// not fit, and the answers (largest context, batch, …) for that card.
+pub fn fit_on(ds: &Dataset, w: &Workload, card: &Card) -> Result<Fit, String> {
     let mut f = fit(ds, w)?;
-    f.answers = Some(search::answers(ds, w, budget_bytes)?);
+    let budget = card.budget_bytes();
+    f.levers = levers::levers(ds, w, f.peak_bytes, Some(budget));
+    f.plan = levers::plan(ds, w, f.peak_bytes, budget);
+    f.verdict = Some(Verdict::of(card, f.peak_bytes));
+    f.answers = Some(search::answers(ds, w, budget)?);
     Ok(f)
 }
 
-/// A card for `dataset fit --gpu`: a catalog id or a size such as `8GiB`, `12GB`, `24` (GiB).
-pub fn budget(ds: &Dataset, gpu: &str, other_processes_gib: f64) -> Result<u64, String> {
-    let total = match ds.gpu(gpu) {
-        Some(g) => gpu_bytes(g) as f64,
-        None => {
-            let t = gpu.trim();
-            let (num, mult) = if let Some(n) = t.strip_suffix("GiB") {
-                (n, GIB)
-            } else if let Some(n) = t.strip_suffix("GB") {
-                (n, 1e9)
-            } else {
-                (t, GIB)
-            };
-            match num.trim().parse::<f64>() {
-                Ok(x) if x > 0.0 && x.is_finite() => x * mult,
-                _ => return Err(format!("`{gpu}` is neither a catalog GPU id nor a size such as 8GiB")),
-            }
-        }
-    };
-    if !(other_processes_gib >= 0.0 && other_processes_gib.is_finite()) {
-        return Err("memory used by other processes must be 0 or more GiB".into());
+impl Verdict {
+    /// The verdict for a peak on a card.
+    pub fn of(card: &Card, peak_bytes: u64) -> Verdict {
+        let budget = card.budget_bytes();
+        Verdict { card: card.clone(), budget_bytes: budget, spare_bytes: budget as i64 - peak_bytes as i64, fits: peak_bytes <= budget }
     }
-    let left = total - other_processes_gib * GIB;
-    if left <= 0.0 {
-        return Err("other processes already use the whole card".into());
-    }
-    Ok(left as u64)
 }
 
-type LeverSpec = (String, String, Vec<&'static str>, Workload);
-
-/// Candidate changes for a workload; each is evaluated by running the engine on it.
-fn levers_for(ds: &Dataset, w: &Workload) -> Vec<LeverSpec> {
-    let mut out: Vec<LeverSpec> = Vec::new();
-    match w {
-        Workload::LlmInference(l) => {
-            for (fmt, claims) in [
-                ("fp8", vec!["fp8-halves-weights-native-ada-hopper-blackwell"]),
-                ("Q8_0", vec!["llm-weights-8bit-8b-32b-70b"]),
-                ("Q4_K_M", vec!["llm-weights-4bit-8b-32b-70b"]),
-                ("awq-int4", vec!["awq-gptq-4bit-quarter-of-16bit"]),
-            ] {
-                if ds.quant(fmt).is_some() && !l.weights.eq_ignore_ascii_case(fmt) {
-                    let mut alt = l.clone();
-                    alt.weights = fmt.into();
-                    out.push((format!("weights: {fmt}"), "quality".into(), claims, Workload::LlmInference(alt)));
+impl Card {
+    /// A catalog id or a size such as `8GiB`, `12GB`, `24` (GiB), with `other_processes_gib` in use.
+    pub fn parse(ds: &Dataset, spec: &str, other_processes_gib: f64) -> Result<Card, String> {
+        let spec = spec.trim();
+        let (name, total) = match ds.gpu(spec) {
+            Some(g) => (g.name.clone(), gpu_bytes(g) as f64),
+            None => {
+                let (num, mult, unit) = if let Some(n) = spec.strip_suffix("GiB") {
+                    (n, GIB, "GiB")
+                } else if let Some(n) = spec.strip_suffix("GB") {
+                    (n, 1e9, "GB")
+                } else {
+                    (spec, GIB, "GiB")
+                };
+                match num.trim().parse::<f64>() {
+                    Ok(x) if x > 0.0 && x <= 4096.0 => (format!("{} {unit}", num.trim()), x * mult),
+                    _ => return Err(format!("`{spec}` is neither a catalog GPU id nor a size such as 8GiB")),
                 }
             }
-            let kv = if matches!(l.engine, Engine::LlamaCpp | Engine::Ollama) { "q8_0" } else { "fp8" };
-            if !l.kv_cache.eq_ignore_ascii_case(kv) && ds.quant(kv).is_some() {
-                let mut alt = l.clone();
-                alt.kv_cache = kv.into();
-                out.push((
-                    format!("kv_cache: {kv}"),
-                    "quality".into(),
-                    vec!["ollama-q8-kv-cache-halves-memory", "vllm-kv-cache-dtype-fp8-halves-cache"],
-                    Workload::LlmInference(alt),
-                ));
-            }
-            if l.context > 4096 {
-                let mut alt = l.clone();
-                alt.context = (l.context / 2).max(2048);
-                out.push((
-                    format!("context: {}", alt.context),
-                    "capability".into(),
-                    vec!["kv-cache-grows-with-context-and-users", "ollama-shorter-context-num-ctx"],
-                    Workload::LlmInference(alt),
-                ));
-            }
-            if l.batch > 1 {
-                let mut alt = l.clone();
-                alt.batch = 1;
-                out.push(("batch: 1".into(), "throughput".into(), vec!["kv-cache-grows-with-context-and-users"], Workload::LlmInference(alt)));
-            }
+        };
+        if !(other_processes_gib >= 0.0 && other_processes_gib.is_finite()) {
+            return Err("memory used by other processes must be 0 or more GiB".into());
         }
-        Workload::Training(t) => {
-            if !t.gradient_checkpointing {
-                let mut alt = t.clone();
-                alt.gradient_checkpointing = true;
-                out.push((
-                    "gradient_checkpointing: true".into(),
-                    "speed".into(),
-                    vec!["training-gradient-checkpointing-cost", "training-hf-gradient-checkpointing-flag"],
-                    Workload::Training(alt),
-                ));
-            }
-            if t.optimizer == Optimizer::Adamw {
-                let mut alt = t.clone();
-                alt.optimizer = Optimizer::Adamw8bit;
-                out.push(("optimizer: adamw-8bit".into(), "quality".into(), vec!["training-8bit-adamw-2-bytes-per-param"], Workload::Training(alt)));
-            }
-            if t.method != Method::Full && !t.gradient_checkpointing && t.lora_targets == LoraTargets::AllLinear {
-                // Adapters on the attention projections only: the MLP keeps no inputs for backward.
-                let mut alt = t.clone();
-                alt.lora_targets = LoraTargets::Attention;
-                out.push((
-                    "lora_targets: attention".into(),
-                    "capability".into(),
-                    vec!["fit-training-lora-untargeted-inputs", "guide-own-model-peft-default-lora-targets"],
-                    Workload::Training(alt),
-                ));
-            }
-            if t.method == Method::Full {
-                let mut alt = t.clone();
-                alt.method = Method::Lora;
-                out.push(("method: lora".into(), "capability".into(), vec!["training-fsdp-zero-shard-model-states"], Workload::Training(alt)));
-                let mut alt = t.clone();
-                alt.method = Method::Qlora;
-                out.push(("method: qlora".into(), "capability".into(), vec!["training-qlora-loads-base-in-4bit"], Workload::Training(alt)));
-            }
-            if t.batch > 1 {
-                let mut alt = t.clone();
-                alt.batch = 1;
-                out.push((
-                    "batch: 1 (with gradient accumulation)".into(),
-                    "speed".into(),
-                    vec!["training-gradient-accumulation-same-effective-batch"],
-                    Workload::Training(alt),
-                ));
-            }
+        let other = other_processes_gib * GIB;
+        if other >= total {
+            return Err("other processes already use the whole card".into());
         }
-        Workload::Diffusion(d) => {
-            for fmt in ["fp8", "Q8_0", "Q4_K_S"] {
-                if ds.quant(fmt).is_some() && !d.precision.eq_ignore_ascii_case(fmt) {
-                    let mut alt = d.clone();
-                    alt.precision = fmt.into();
-                    out.push((format!("precision: {fmt}"), "quality".into(), vec!["flux-dev-weights-16bit-24gb-fp8-12gb", "flux-gguf-levels-card-fit"], Workload::Diffusion(alt)));
-                }
-            }
-            if d.text_encoders == Placement::Gpu {
-                let mut alt = d.clone();
-                alt.text_encoders = Placement::Cpu;
-                out.push(("text_encoders: cpu".into(), "speed".into(), vec!["comfyui-lowvram-reserve-vram"], Workload::Diffusion(alt)));
-            }
-            if !d.tiled_vae {
-                let mut alt = d.clone();
-                alt.tiled_vae = true;
-                out.push(("tiled_vae: true".into(), "speed".into(), vec!["comfyui-vae-decode-tiled"], Workload::Diffusion(alt)));
-            }
-            if d.offload == Offload::None {
-                let mut alt = d.clone();
-                alt.offload = Offload::Model;
-                out.push(("offload: model".into(), "speed".into(), vec!["comfyui-keeps-models-loaded"], Workload::Diffusion(alt)));
-            }
-            if d.block_swap == 0 {
-                let mut alt = d.clone();
-                alt.block_swap = 16;
-                out.push(("block_swap: 16".into(), "speed".into(), vec!["flux-blocks-to-swap-moves-weights", "wan-wrapper-block-swap"], Workload::Diffusion(alt)));
-            }
-            if d.batch > 1 {
-                let mut alt = d.clone();
-                alt.batch = 1;
-                out.push(("batch: 1".into(), "throughput".into(), vec!["batch-vs-sequential-activations"], Workload::Diffusion(alt)));
-            }
-        }
+        Ok(Card { spec: spec.to_string(), name, memory_bytes: total as u64, other_bytes: other as u64 })
     }
-    out
+
+    /// What the workload may use: the card less what other processes hold.
+    pub fn budget_bytes(&self) -> u64 {
+        self.memory_bytes - self.other_bytes
+    }
+}
+
+/// A card for `dataset fit --gpu`: its budget in bytes (see [`Card::parse`]).
+pub fn budget(ds: &Dataset, gpu: &str, other_processes_gib: f64) -> Result<u64, String> {
+    Card::parse(ds, gpu, other_processes_gib).map(|c| c.budget_bytes())
 }
 
 /// Reads one workload or an array of them (the `dataset fit --input` format).

@@ -96,6 +96,54 @@ pub fn parse_query(query: &str) -> State {
     m
 }
 
+/// Keys of the calculator state that are about the card, not the workload: `card` (a catalog id or a
+/// size), `other` (GiB other processes use), `card2` (a second card to compare).
+pub const CARD_KEYS: [&str; 3] = ["card", "other", "card2"];
+
+/// A state with every field the workload takes written out at its default (a link that names only
+/// a few fields opens with every control filled): the engine's own defaults, the task preset's
+/// context or sequence when the link has none, and a diffusion model's native size, frames and
+/// guidance. A state the engine cannot read is returned as it is (its error is shown).
+pub fn complete(ds: &crate::Dataset, s: &State) -> State {
+    let kind = s.get("kind").and_then(|k| k.as_str()).unwrap_or("llm-inference").to_string();
+    let mut w = s.clone();
+    for key in CARD_KEYS {
+        w.remove(key);
+    }
+    w.insert("kind".into(), json!(kind));
+    let preset = preset(&kind);
+    for required in ["model", "context", "seq"] {
+        if !w.contains_key(required) {
+            if let Some(v) = preset.get(required) {
+                w.insert(required.into(), v.clone());
+            }
+        }
+    }
+    let Ok(workload) = super::Workload::from_value(&Value::Object(w)) else { return s.clone() };
+    let Value::Object(mut out) = workload.to_value() else { return s.clone() };
+    if let super::Workload::Diffusion(d) = &workload {
+        if let Some(m) = ds.diffusion_model(&d.model) {
+            if let Ok((nw, nh)) = super::diffusion::native_size(ds, m) {
+                out.insert("width".into(), json!(d.width.unwrap_or(nw)));
+                out.insert("height".into(), json!(d.height.unwrap_or(nh)));
+            }
+            if m.modality == crate::Modality::Video {
+                if let Ok(f) = super::diffusion::default_frames(ds, m) {
+                    out.insert("frames".into(), json!(d.frames.unwrap_or(f)));
+                }
+            }
+            out.insert("cfg".into(), json!(d.cfg.unwrap_or_else(|| super::diffusion::default_cfg(&m.id))));
+        }
+    }
+    out.retain(|_, v| !v.is_null());
+    for key in CARD_KEYS {
+        if let Some(v) = s.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    out
+}
+
 pub fn to_query(state: &State) -> String {
     let mut keys: Vec<&String> = state.keys().collect();
     keys.sort_by_key(|k| (k.as_str() != "kind", k.as_str() != "model", k.to_string()));
