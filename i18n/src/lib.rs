@@ -38,6 +38,11 @@ pub fn fmt(lang: Lang, key: Key, args: &[(&str, &str)]) -> String {
     s
 }
 
+/// Every key of the tables (for tests that look for one language's strings on another's pages).
+pub fn all_keys() -> impl Iterator<Item = Key> {
+    (0..KEYS.len()).map(Key)
+}
+
 impl Key {
     /// The dotted name of the key, e.g. `home.title`.
     pub fn name(self) -> &'static str {

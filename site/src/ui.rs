@@ -77,6 +77,45 @@ pub fn term_label(lang: Lang, term: &str) -> String {
     t(lang, key).to_string()
 }
 
+/// Text with a line-break opportunity (`<wbr>`) after each `_ : , = / .` inside long tokens
+/// (configuration strings such as `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,…`), so they
+/// wrap at their own separators on a phone instead of overflowing or breaking inside a word. The
+/// text itself is unchanged (a `<wbr>` adds no characters).
+pub fn breakable(text: &str) -> AnyView {
+    const LONG: usize = 16;
+    let mut pieces: Vec<String> = Vec::new();
+    let mut current = String::new();
+    let mut token_len = 0usize;
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &ch) in chars.iter().enumerate() {
+        current.push(ch);
+        if ch.is_whitespace() {
+            token_len = 0;
+            continue;
+        }
+        token_len += 1;
+        if matches!(ch, '_' | ':' | ',' | '=' | '/' | '.') {
+            // The whole token's length decides, so look ahead to its end.
+            let rest = chars[i + 1..].iter().take_while(|c| !c.is_whitespace()).count();
+            let next_is_word = chars.get(i + 1).is_some_and(|c| c.is_alphanumeric());
+            if token_len + rest >= LONG && next_is_word {
+                pieces.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    pieces.push(current);
+    if pieces.len() == 1 {
+        return pieces.pop().unwrap_or_default().into_any();
+    }
+    let last = pieces.len() - 1;
+    pieces
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| if i < last { view! { {p}<wbr /> }.into_any() } else { p.into_any() })
+        .collect_view()
+        .into_any()
+}
+
 /// A claim's title as it must read on its own (page titles, headings, link previews): what was
 /// said, in quotes and led by the verdict unless the claim is verified.
 pub fn title_text(c: &Claim, lang: Lang) -> String {
@@ -123,8 +162,8 @@ pub fn ClaimRef(lang: Lang, ds: Data, id: String) -> impl IntoView {
                     <VerdictBadge lang=lang verdict=c.verdict />
                     " "
                     <span class="ctext">
-                        <span class="statement" class:said=struck>{said}</span>
-                        {truth.map(|(label, text)| view! { " " <span class="truth"><em>{label}":"</em>" "{text}</span> })}
+                        <span class="statement" class:said=struck>{breakable(&said)}</span>
+                        {truth.map(|(label, text)| view! { " " <span class="truth"><em>{label}":"</em>" "{breakable(&text)}</span> })}
                     </span>
                 </a>
             }

@@ -182,3 +182,29 @@ fn a_partial_link_opens_with_every_field_at_its_default() {
     let refused = parse_query("?kind=llm-inference&model=qwen3-8b&context=32768&flavour=1");
     assert_eq!(complete(ds, &refused), refused);
 }
+
+#[test]
+fn levers_and_plans_cite_existing_claims_that_are_not_contradicted() {
+    let ds = &loaded().dataset;
+    let cases = [
+        (json!({"kind":"llm-inference","model":"qwen3-32b","weights":"bf16","context":32768,"batch":4,"engine":"ollama"}), "rtx-3060-12gb"),
+        (json!({"kind":"llm-inference","model":"qwen3-32b","weights":"bf16","context":32768,"batch":4,"engine":"vllm"}), "rtx-4090"),
+        (json!({"kind":"llm-inference","model":"qwen3-32b","weights":"bf16","context":32768,"engine":"transformers"}), "rtx-4090"),
+        (json!({"kind":"training","model":"llama-3.1-8b","method":"full","seq":4096,"batch":8}), "rtx-4090"),
+        (json!({"kind":"diffusion","model":"wan2.1-t2v-14b","precision":"bf16","frames":81,"batch":2}), "rtx-4070"),
+        (json!({"kind":"diffusion","model":"sdxl","precision":"fp32","batch":4}), "rtx-3050-8gb"),
+        (json!({"kind":"diffusion","model":"hunyuanvideo","precision":"bf16"}), "rtx-4090"),
+    ];
+    for (w, card) in cases {
+        let f = on(w.clone(), card);
+        let mut cited: Vec<&String> = f.levers.iter().flat_map(|l| &l.claims).collect();
+        if let Some(p) = &f.plan {
+            cited.extend(&p.claims);
+        }
+        assert!(!cited.is_empty(), "{w}");
+        for id in cited {
+            let c = ds.claim(id).unwrap_or_else(|| panic!("{w}: unknown claim {id}"));
+            assert_ne!(c.verdict, headroom_core::Verdict::Contradicted, "{w}: a lever cites contradicted {id}");
+        }
+    }
+}

@@ -764,7 +764,7 @@ aggregate = "h200/usable_bytes"
 [[claim.history]]
 date = "2026-11-30"
 to = "{verdict}"
-why = "aggregated probe submissions"
+why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "aggregated probe submissions" }}
 "#
         )
     };

@@ -327,7 +327,7 @@ fn the_answers_for_a_card_are_the_engines_and_apply_in_one_click() {
     // Without a card there are no answers.
     b.js("const s = document.getElementById('c-card'); s.value = ''; s.dispatchEvent(new Event('change', {bubbles: true})); return 1");
     b.wait_js("return !document.getElementById('answers')");
-    assert_eq!(t(Lang::Pt, k::CALC_CARD), b.js("return document.querySelector(\"label[for='c-card']\").innerText").as_str().unwrap());
+    assert_eq!(t(Lang::Pt, k::CALC_CARD_PICK), b.js("return document.querySelector(\"label[for='c-card']\").innerText").as_str().unwrap());
 }
 
 #[test]

@@ -99,7 +99,7 @@ fn after_one_visit_the_site_works_offline() {
     b.goto(&format!("{}{}", server.url, Route::Claim(claim.clone()).path(Lang::It)));
     wait_app(&b);
     let c = loaded().dataset.claim(&claim).unwrap();
-    assert_eq!(b.text("main h1").unwrap(), headroom_site::ui::headline(c, Lang::It));
+    assert_eq!(b.text("main h1").unwrap(), headroom_site::ui::title_text(c, Lang::It));
     // The quoted passages arrive from the cached evidence file.
     b.wait_js("return document.querySelectorAll('ol.sources blockquote').length > 0");
     // A guide never visited: its text comes from the cached guides file.
@@ -214,4 +214,64 @@ fn a_guide_shows_values_with_badges_and_its_references_lead_to_the_evidence() {
     b.click(".guide-body a.cref");
     b.wait_js(&format!("return location.pathname === '/pt/claims/{id}/' && !!document.querySelector('article.claim-page')"));
     assert!(b.console_errors().is_empty());
+}
+
+/// A contradicted claim reads the right way round everywhere: what was said, marked as
+/// contradicted, then what is true; a qualified one, the statement and its condition. Checked on
+/// the prerendered HTML (title, Open Graph, the page, the claims list) and on the cite snippets.
+#[test]
+fn contradicted_claims_read_the_right_way_round() {
+    use headroom_core::Verdict;
+    use headroom_i18n::fmt;
+    let tmp = TempDir::new("site-contradicted");
+    let server = server(&tmp);
+    let ds = &loaded().dataset;
+    let esc = |s: &str| s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;");
+    let (_, _, list_en) = get(&format!("{}{}", server.url, Route::Claims.path(Lang::En)));
+    let list_en = list_en.replace("<wbr/>", "").replace("<wbr>", "");
+    for verdict in [Verdict::Contradicted, Verdict::Qualified] {
+        let c = ds.claims.iter().find(|c| c.verdict == verdict && c.correction.is_some()).expect("such a claim");
+        for lang in [Lang::En, Lang::Zh, Lang::It] {
+            let c = ds.for_lang(lang).claim(&c.id).unwrap().clone();
+            let said = c.statement.get(lang).to_string();
+            let truth = c.correction.as_ref().unwrap().get(lang).to_string();
+            let verdict_word = t(lang, headroom_site::ui::verdict_key(verdict));
+            let (_, _, html) = get(&format!("{}{}", server.url, Route::Claim(c.id.clone()).path(lang)));
+            // Line-break opportunities in long tokens add no text.
+            let html = html.replace("<wbr/>", "").replace("<wbr>", "");
+            let title_key = if verdict == Verdict::Contradicted { k::CLAIM_TITLE_CONTRADICTED } else { k::CLAIM_TITLE_QUALIFIED };
+            let title = fmt(lang, title_key, &[("said", &said)]);
+            assert!(html.contains(&format!("<title>{}</title>", esc(&title))), "{lang:?} {}: title", c.id);
+            assert!(html.contains(&format!("<meta property=\"og:title\" content=\"{}\" />", esc(&title))));
+            // The preview's description leads with the verdict and what is true.
+            let label = if verdict == Verdict::Contradicted { t(lang, k::CLAIM_CORRECTION) } else { t(lang, k::CLAIM_CONDITION) };
+            let desc = format!("{verdict_word}. {label}: {truth}");
+            assert!(html.contains(&format!("<meta property=\"og:description\" content=\"{}\" />", esc(&desc))), "{lang:?} {}: og:description", c.id);
+            // On the page: what was said (struck when contradicted) before what is true.
+            let body = &html[html.find("class=\"claim-page\"").expect("the claim page")..];
+            let said_at = body.find(&format!("{}</dd>", esc(&said)));
+            let truth_at = body.find("<dd class=\"truth\">");
+            assert_eq!(body.contains(&format!("<dd class=\"said\">{}</dd>", esc(&said))), verdict == Verdict::Contradicted, "{lang:?} {}: struck", c.id);
+            assert!(said_at.is_some() && truth_at.is_some() && said_at < truth_at, "{lang:?} {}: said before truth", c.id);
+            // Every snippet leads with the verdict, quotes what was said, then says what is true.
+            for (_, snippet) in headroom_site::pages::claims::citations(&c, lang) {
+                let v = snippet.find(verdict_word).expect("the verdict");
+                let s = snippet.find(&said).expect("the statement");
+                let tr = snippet.find(&truth).expect("what is true");
+                assert!(v < s && s < tr, "{lang:?}: {snippet}");
+            }
+        }
+        // The claims list: the statement, struck when contradicted, then what is true.
+        let at = list_en.find(&format!("data-claim=\"{}\"", c.id)).expect("listed");
+        let item = &list_en[at..at + list_en[at..].find("</a>").unwrap()];
+        let s = item.find("class=\"statement").unwrap();
+        let tr = item.find("class=\"truth\"").unwrap();
+        assert!(s < tr, "{item}");
+        assert_eq!(item.contains("statement said"), verdict == Verdict::Contradicted, "{item}");
+    }
+    // A verified claim's snippet still leads with its verdict.
+    let v = ds.claims.iter().find(|c| c.verdict == Verdict::Verified).unwrap();
+    for (_, snippet) in headroom_site::pages::claims::citations(v, Lang::En) {
+        assert!(snippet.find("Verified").unwrap() < snippet.find(v.statement.en.as_str()).unwrap(), "{snippet}");
+    }
 }

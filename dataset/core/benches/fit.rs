@@ -2,10 +2,12 @@
 //! per workload kind, and one workload fitted once per catalog GPU (what a GPU table with a fit
 //! column costs). Targets: under 1 ms and under 16 ms. Also a user's config.json parsed into the
 //! engine's architecture, and each answer of `fit::search` for a card (target: under 2 ms natively,
-//! 20 ms in the browser).
+//! 20 ms in the browser). And the whole fit for a card a workload does not fit (verdict, levers
+//! each checked against the card, the plan search, the answers): the calculator recomputes it on
+//! every keystroke (target: under 5 ms natively, 50 ms in the browser).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use headroom_core::fit::{fit, parse_input, search::answers, GIB};
+use headroom_core::fit::{fit, fit_on, parse_input, search::answers, Card, GIB};
 use headroom_core::load::load;
 
 fn data_files() -> Vec<(String, String)> {
@@ -58,6 +60,20 @@ fn bench(c: &mut Criterion) {
     for (label, w) in ["config.json model, transformers", "catalog model, Ollama", "training", "video diffusion"].iter().zip(&searches) {
         c.bench_function(&format!("all answers for an 8 GiB card: {label}"), |b| {
             b.iter(|| answers(&ds, std::hint::black_box(w), budget).unwrap())
+        });
+    }
+    // The plan search where it works hardest: workloads far over a 12 GiB card.
+    let card = Card::parse(&ds, "rtx-3060-12gb", 0.0).unwrap();
+    let over = parse_input(
+        r#"[{"kind":"llm-inference","model":"qwen3-32b","weights":"bf16","kv_cache":"bf16","context":32768,"batch":4,"engine":"ollama"},
+            {"kind":"training","model":"llama-3.1-8b","method":"full","precision":"bf16","optimizer":"adamw","seq":4096,"batch":8},
+            {"kind":"diffusion","model":"flux.1-dev","precision":"bf16","width":1024,"height":1024,"batch":2},
+            {"kind":"diffusion","model":"wan2.1-t2v-14b","precision":"bf16","width":1280,"height":720,"frames":81}]"#,
+    )
+    .unwrap();
+    for (label, w) in ["Ollama 32B", "full fine-tune 8B", "FLUX batch 2", "Wan 14B 720p"].iter().zip(&over) {
+        c.bench_function(&format!("fit for a 12 GiB card it does not fit (plan search): {label}"), |b| {
+            b.iter(|| fit_on(&ds, std::hint::black_box(w), &card).unwrap())
         });
     }
 }

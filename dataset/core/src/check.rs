@@ -195,8 +195,9 @@ fn check_claim(c: &Claim, ds: &Dataset) -> Vec<String> {
             (None, Some(url)) if !url.starts_with("http") => out.push(format!("origins[{i}]: url `{url}` is not http(s)")),
             _ => {}
         }
-        if o.locator.trim().is_empty() {
-            out.push(format!("origins[{i}]: locator is empty"));
+        let blank = blank_languages(&o.locator);
+        if !blank.is_empty() {
+            out.push(format!("origins[{i}]: locator is empty in: {}", blank.join(", ")));
         }
     }
     for (i, s) in c.sources.iter().enumerate() {
@@ -438,8 +439,9 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
         if !is_date(&h.date) {
             out.push(format!("history[{i}]: date `{}` is not YYYY-MM-DD", h.date));
         }
-        if h.why.trim().is_empty() {
-            out.push(format!("history[{i}]: why is empty"));
+        let blank = blank_languages(&h.why);
+        if !blank.is_empty() {
+            out.push(format!("history[{i}]: why is empty in: {}", blank.join(", ")));
         }
         if i > 0 {
             let prev = &c.history[i - 1];

@@ -40,6 +40,6 @@ pub fn claim(verdict: Verdict, sources: Vec<Source>) -> Claim {
         verdict,
         note: text("n"),
         correction: None,
-        history: vec![HistoryEntry { date: "2026-11-30".into(), from: None, to: verdict, why: "w".into() }],
+        history: vec![HistoryEntry { date: "2026-11-30".into(), from: None, to: verdict, why: text("w") }],
     }
 }

@@ -224,7 +224,7 @@ accessed = "2026-11-30"
 [[claim.history]]
 date = "2026-11-30"
 to = "verified"
-why = "first review"
+why = { pt = "a", es = "b", zh = "c", it = "d", en = "first review" }
 "#;
 
     fn files(text: &str) -> Vec<(String, String)> {
@@ -305,7 +305,7 @@ aggregate = "test-gpu/usable_bytes"
 [[claim.history]]
 date = "2026-11-30"
 to = "{verdict}"
-why = "aggregated"
+why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "aggregated" }}
 "#
         )
     }

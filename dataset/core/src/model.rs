@@ -153,8 +153,9 @@ pub struct Origin {
     /// Or the address of a forum post, article or issue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// Section or paragraph within it.
-    pub locator: String,
+    /// Section or paragraph within it, in every language (quoted section titles stay as the
+    /// source writes them).
+    pub locator: Text,
 }
 
 /// A number, a range or an approximation, with its unit.
@@ -180,7 +181,8 @@ pub struct HistoryEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<Verdict>,
     pub to: Verdict,
-    pub why: String,
+    /// Why the verdict changed, in every language.
+    pub why: Text,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -339,6 +341,12 @@ impl Dataset {
             keep(&mut c.note);
             if let Some(t) = c.correction.as_mut() {
                 keep(t);
+            }
+            for o in &mut c.origins {
+                keep(&mut o.locator);
+            }
+            for h in &mut c.history {
+                keep(&mut h.why);
             }
         }
         for t in &mut ds.tools {

@@ -210,6 +210,33 @@ fn set_field(ds: &headroom_core::Dataset, s: &mut State, field: &str, value: Val
     }
 }
 
+/// The text a number input shows for a state value: what the reader typed when it means the same
+/// number (so "1." or "0.50" survive the round trip through the state while typing), else the
+/// value written out.
+#[cfg_attr(not(feature = "csr"), allow(unused_variables))]
+fn number_text(node: NodeRef<leptos::html::Input>, value: Option<Value>) -> String {
+    let want = match &value {
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(Value::String(s)) => s.trim().replace(',', ".").parse::<f64>().ok(),
+        _ => None,
+    };
+    #[cfg(feature = "csr")]
+    if let Some(el) = node.get_untracked() {
+        let typed = el.value();
+        let same = typed.trim().replace(',', ".").parse::<f64>().ok() == want && want.is_some();
+        if same || (want.is_none() && typed.trim().is_empty()) {
+            return typed;
+        }
+    }
+    #[cfg(not(feature = "csr"))]
+    let _ = node;
+    match value {
+        Some(Value::String(s)) => s,
+        Some(v) if !v.is_null() => v.to_string(),
+        _ => String::new(),
+    }
+}
+
 fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyView {
     match ctl {
         Ctl::Select(field, label, options) => {
@@ -249,10 +276,11 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
         Ctl::Number(field, label, step) => control_view(lang, ds, state, Ctl::NumberOr(field, label, step, String::new())),
         Ctl::NumberOr(field, label, step, placeholder) => {
             let id = format!("c-{field}");
-            let current = move || state.with(|s| s.get(field).map(|v| v.to_string()).unwrap_or_default());
+            let node = NodeRef::<leptos::html::Input>::new();
+            let current = move || number_text(node, state.with(|s| s.get(field).cloned()));
             view! {
                 <label for=id.clone()>{t(lang, label)}</label>
-                <input id=id type="number" inputmode="decimal" min="0" step=step placeholder=placeholder prop:value=current on:input=move |ev| {
+                <input node_ref=node id=id type="text" inputmode="decimal" autocomplete="off" min="0" step=step placeholder=placeholder prop:value=current on:input=move |ev| {
                     let v = event_target_value(&ev);
                     let value = if v.trim().is_empty() {
                         Value::Null
@@ -459,9 +487,8 @@ fn answers_view(lang: Lang, state: RwSignal<State>, card: &str, a: &Answers, id:
 /// The verdict for the chosen card, and the second card side by side when one is chosen.
 fn verdict_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
     let v = result.verdict.clone()?;
-    let second = state.with_untracked(|s| second_card(ds, s, result));
     let answers = result.answers.clone();
-    let one = |v: &Verdict, a: Option<&Answers>, id: &'static str, aid: &'static str| {
+    let one = move |v: &Verdict, a: Option<&Answers>, id: &'static str, aid: &'static str| {
         let class = if v.fits { "verdict fits" } else { "verdict short" };
         let a = a.map(|a| answers_view(lang, state, &v.card.name, a, aid));
         view! {
@@ -472,16 +499,17 @@ fn verdict_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>,
             </section>
         }
     };
-    Some(match second {
-        None => one(&v, answers.as_ref(), "verdict", "answers").into_any(),
-        Some((v2, a2)) => view! {
-            <div class="compare">
-                {one(&v, answers.as_ref(), "verdict", "answers")}
-                {one(&v2, Some(&a2), "verdict-2", "answers-2")}
-            </div>
-        }
-        .into_any(),
-    })
+    // The second card follows the state by itself: it is not part of the workload's fit.
+    let ds = ds.clone();
+    let fit = result.clone();
+    let second = move || state.with(|s| second_card(&ds, s, &fit)).map(|(v2, a2)| one(&v2, Some(&a2), "verdict-2", "answers-2"));
+    Some(view! {
+        <div class="compare">
+            {one(&v, answers.as_ref(), "verdict", "answers")}
+            {second}
+        </div>
+    }
+    .into_any())
 }
 
 /// The cheapest combination of levers that fits the card, with one button that applies it.
@@ -618,10 +646,67 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
             }}
             {(!result.notes.is_empty()).then(|| view! {
                 <h2>{t(lang, k::CALC_NOTES)}</h2>
-                <ul class="notes">{result.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}</ul>
+                <ul class="notes">{result.notes.iter().map(|n| view! { <li data-note=n.id.clone()>{note_text(lang, n)}</li> }).collect_view()}</ul>
             })}
         </section>
     }
+}
+
+/// A preset's label in the reader's language.
+fn preset_label(lang: Lang, id: &str) -> &'static str {
+    t(lang, match id {
+        "llama8b_ollama" => k::PRESET_LLAMA8B_OLLAMA,
+        "qwen8b_transformers" => k::PRESET_QWEN8B_TRANSFORMERS,
+        "qwen32b_vllm" => k::PRESET_QWEN32B_VLLM,
+        "llama8b_qlora" => k::PRESET_LLAMA8B_QLORA,
+        "llama1b_full" => k::PRESET_LLAMA1B_FULL,
+        "flux_fp8" => k::PRESET_FLUX_FP8,
+        "sdxl_fp16" => k::PRESET_SDXL_FP16,
+        _ => k::PRESET_WAN13B_480P,
+    })
+}
+
+/// An engine note in the reader's language: its key by id, its values formatted (bytes as GiB,
+/// numbers in the language's notation, a stage by its name).
+pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
+    use headroom_core::format::number;
+    let key = match n.id.as_str() {
+        "file-weights" => k::NOTE_FILE_WEIGHTS,
+        "checkpoint-weights" => k::NOTE_CHECKPOINT_WEIGHTS,
+        "no-vae" => k::NOTE_NO_VAE,
+        "offload-stage" => k::NOTE_OFFLOAD_STAGE,
+        "block-swap" => k::NOTE_BLOCK_SWAP,
+        "vllm-share" => k::NOTE_VLLM_SHARE,
+        "vllm-unmodelled" => k::NOTE_VLLM_UNMODELLED,
+        "gpu-layers" => k::NOTE_GPU_LAYERS,
+        "llamacpp-unmeasured" => k::NOTE_LLAMACPP_UNMEASURED,
+        "peak-optimizer-step" => k::NOTE_PEAK_OPTIMIZER_STEP,
+        "peak-backward-end" => k::NOTE_PEAK_BACKWARD_END,
+        "autocast-copies" => k::NOTE_AUTOCAST_COPIES,
+        "peak-backward-start" => k::NOTE_PEAK_BACKWARD_START,
+        "peak-forward-end" => k::NOTE_PEAK_FORWARD_END,
+        // A note this build does not know yet: the engine's own English sentence.
+        _ => return n.text.clone(),
+    };
+    let values: Vec<(String, String)> = n
+        .values
+        .iter()
+        .map(|(name, v)| {
+            let shown = match name.as_str() {
+                "bytes" => v.parse::<f64>().map(|b| gib(b, lang)).unwrap_or_else(|_| v.clone()),
+                "stage" => t(lang, match v.as_str() {
+                    "vae-decode" => k::NOTE_STAGE_VAE_DECODE,
+                    "text-encoder" => k::NOTE_STAGE_TEXT_ENCODER,
+                    _ => k::NOTE_STAGE_DENOISER,
+                })
+                .to_string(),
+                _ => v.parse::<f64>().map(|x| number(x, lang)).unwrap_or_else(|_| v.clone()),
+            };
+            (name.clone(), shown)
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = values.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    fmt(lang, key, &refs)
 }
 
 fn hub_message(lang: Lang, id: &str, e: &HubError) -> String {
@@ -908,11 +993,9 @@ fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, 
         }
         state.with(|s| s.get("card").and_then(|c| c.as_str()).unwrap_or("").to_string())
     };
-    let size = move || state.with(|s| match s.get("card") {
-        Some(Value::Number(n)) => n.to_string(),
-        Some(Value::String(x)) if ds.gpu(x).is_none() => x.clone(),
-        _ => String::new(),
-    });
+    let size_node = NodeRef::<leptos::html::Input>::new();
+    let other_node = NodeRef::<leptos::html::Input>::new();
+    let size = move || number_text(size_node, state.with(|s| s.get("card").filter(|v| !v.as_str().is_some_and(|x| ds.gpu(x).is_some())).cloned()));
     let set = move |key: &'static str, v: Option<Value>| {
         state.update(|s| {
             match v {
@@ -946,15 +1029,16 @@ fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, 
             {move || size_mode.get().then(|| { let size = size.clone(); view! {
                 <div class="field">
                     <label for="c-card-size">{t(lang, k::CALC_CARD_SIZE)}</label>
-                    <input id="c-card-size" type="number" inputmode="decimal" min="0.5" step="0.5" prop:value=size on:input=move |ev| {
+                    <input node_ref=size_node id="c-card-size" type="text" inputmode="decimal" autocomplete="off" min="0.5" step="0.5" prop:value=size on:input=move |ev| {
                         let v = event_target_value(&ev).trim().replace(',', ".");
-                        set("card", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|x| json!(x)));
+                        // Kept as typed (a size spec such as "12" or "10.5").
+                        set("card", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|_| json!(v)));
                     } />
                 </div>
             }})}
             <div class="field">
                 <label for="c-other">{t(lang, k::CALC_OTHER)}</label>
-                <input id="c-other" type="number" inputmode="decimal" min="0" step="0.1" placeholder="0" prop:value=move || state.with(|s| s.get("other").map(|v| v.to_string()).unwrap_or_default()) on:input=move |ev| {
+                <input node_ref=other_node id="c-other" type="text" inputmode="decimal" autocomplete="off" min="0" step="0.1" placeholder="0" prop:value=move || number_text(other_node, state.with(|s| s.get("other").cloned())) on:input=move |ev| {
                     let v = event_target_value(&ev).trim().replace(',', ".");
                     set("other", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|x| json!(x)));
                 } />
@@ -1072,7 +1156,8 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
         <details class="presets">
             <summary>{t(lang, k::CALC_PRESETS)}</summary>
             <ul>
-                {presets().into_iter().map(|(label, w)| {
+                {presets().into_iter().map(|(id, w)| {
+                    let label = preset_label(lang, id);
                     let m = w.as_object().cloned().unwrap();
                     view! { <li><button type="button" class="preset" on:click=move |_| {
                         open.set(false);

@@ -5,7 +5,7 @@ use headroom_i18n::{fmt, k, t};
 use leptos::prelude::*;
 
 use crate::routes::Route;
-use crate::ui::{source_kind_key, title_text, topic_label, ClaimRef, Data, VerdictBadge};
+use crate::ui::{breakable, source_kind_key, title_text, topic_label, ClaimRef, Data, VerdictBadge};
 
 /// The site's address for permalinks: the page's own origin in the browser, `HEADROOM_SITE_URL`
 /// (or the local server) when prerendering.
@@ -47,14 +47,14 @@ pub fn ClaimSummary(lang: Lang, claim: Claim) -> impl IntoView {
             <VerdictBadge lang=lang verdict=claim.verdict />
             <dl class="claim">
                 <dt>{t(lang, k::CLAIM_SAID)}</dt>
-                <dd class:said=struck>{claim.statement.get(lang).to_string()}</dd>
+                <dd class:said=struck>{breakable(claim.statement.get(lang))}</dd>
                 {crate::ui::truth(&claim, lang).map(|(label, text)| view! {
                     <dt>{label}</dt>
-                    <dd class="truth">{text}</dd>
+                    <dd class="truth">{breakable(&text)}</dd>
                 })}
                 {(!claim.note.get(lang).is_empty()).then(|| view! {
                     <dt>{t(lang, k::CLAIM_WHY)}</dt>
-                    <dd>{claim.note.get(lang).to_string()}</dd>
+                    <dd>{breakable(claim.note.get(lang))}</dd>
                 })}
             </dl>
             <p><a href=href>{t(lang, k::CLAIM_PERMALINK)}</a></p>
@@ -158,18 +158,18 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
         <p><a href=Route::Claims.path(lang)>{"← "}{t(lang, k::CLAIM_BACK)}</a></p>
         <article class="claim-page" data-claim-id=c.id.clone()>
             <p class="muted">{topic_label(lang, &c.topic)}</p>
-            <h1>{title_text(&c, lang)}</h1>
+            <h1>{breakable(&title_text(&c, lang))}</h1>
             <p><VerdictBadge lang=lang verdict=c.verdict /></p>
             <dl class="claim">
                 <dt>{t(lang, k::CLAIM_SAID)}</dt>
-                <dd class:said=struck>{c.statement.get(lang).to_string()}</dd>
-                {crate::ui::truth(&c, lang).map(|(label, text)| view! { <dt>{label}</dt><dd class="truth">{text}</dd> })}
+                <dd class:said=struck>{breakable(c.statement.get(lang))}</dd>
+                {crate::ui::truth(&c, lang).map(|(label, text)| view! { <dt>{label}</dt><dd class="truth">{breakable(&text)}</dd> })}
                 <dt>{t(lang, k::CLAIM_WHY)}</dt>
-                <dd>{note}</dd>
+                <dd>{move || breakable(&note())}</dd>
                 {c.value.as_ref().map(|v| view! { <dt>{t(lang, k::CLAIM_VALUE)}</dt><dd class="value">{crate::fmt::value(v, lang)}</dd> })}
                 {(!c.conditions.is_empty()).then(|| view! {
                     <dt>{t(lang, k::CLAIM_CONDITIONS)}</dt>
-                    <dd><ul>{c.conditions.iter().map(|(k, v)| view! { <li><code>{k.clone()}</code>": "{v.clone()}</li> }).collect_view()}</ul></dd>
+                    <dd><ul>{c.conditions.iter().map(|(k, v)| view! { <li><code>{k.clone()}</code>": "{breakable(v)}</li> }).collect_view()}</ul></dd>
                 })}
                 {move || detail.get().filter(|d| !d.origins.is_empty()).map(|d| view! {
                     <dt>{t(lang, k::CLAIM_ORIGIN)}</dt>
@@ -179,7 +179,7 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
                             (None, Some(u)) => u.clone(),
                             _ => String::new(),
                         };
-                        view! { <li>{who}" ("{o.locator.clone()}")"</li> }
+                        view! { <li>{who}" ("{o.locator.get(lang).to_string()}")"</li> }
                     }).collect_view()}</ul></dd>
                 })}
             </dl>
@@ -223,7 +223,7 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
                         {h.date.clone()}": "
                         {h.from.map(|f| view! { <VerdictBadge lang=lang verdict=f />" → " })}
                         <VerdictBadge lang=lang verdict=h.to />" "
-                        <span class="muted">{h.why.clone()}</span>
+                        <span class="muted">{h.why.get(lang).to_string()}</span>
                     </li>
                 }).collect_view()}
             </ul>

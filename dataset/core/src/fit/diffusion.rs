@@ -94,7 +94,7 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
 
     let mut b = Breakdown::new();
     if let Some(f) = d.file.as_ref().filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == den_fmt.id)) {
-        b.notes.push(format!("denoiser weights: the {} bytes of the checkpoint's tensors", f.bytes));
+        b.note("checkpoint-weights", &[("bytes", f.bytes.to_string())], "denoiser weights: the {bytes} bytes of the checkpoint's tensors");
     }
     let denoisers: Vec<&crate::Component> = m.components.iter().filter(|c| c.role.starts_with("denoiser")).collect();
     let den = denoisers[0];
@@ -194,7 +194,7 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
         }
         Component::Pipeline => {
             if vae.is_none() {
-                b.notes.push(format!("the catalog has no VAE size for `{}`; the decode is not counted", m.id));
+                b.note("no-vae", &[("model", m.name.clone())], "the catalog has no VAE size for {model}; the decode is not counted");
             }
             let all_denoisers = den_resident + denoisers.iter().skip(1).map(|c| c.params as f64 * den_fmt.bytes_per_weight()).sum::<f64>();
             match d.offload {
@@ -232,13 +232,13 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
                             b.add("activations", te_act, &["fit-text-encoder-working-set"]);
                         }
                     }
-                    b.notes.push(format!("components move to the GPU one at a time; the peak is the {stage} stage"));
+                    b.note("offload-stage", &[("stage", stage.to_string())], "components move to the GPU one at a time; the peak is the {stage} stage");
                 }
             }
         }
     }
     if d.block_swap > 0 {
-        b.notes.push(format!("{} of {} denoiser blocks live in system RAM and are copied in as needed (slower)", d.block_swap, den_layers));
+        b.note("block-swap", &[("swapped", d.block_swap.to_string()), ("blocks", den_layers.to_string())], "{swapped} of {blocks} denoiser blocks live in system RAM and are copied in as needed (slower)");
     }
     b.add("workspace", claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
     let resident: f64 = b.terms.iter().filter(|t| t.term.ends_with("weights")).map(|t| t.bytes as f64).sum();

@@ -119,17 +119,19 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 .map(|q| step(vec![("weights", json!(q.id))], quality_rank(q), "quality", llm::weight_claims(q)))
                 .collect();
             dims.push(Dimension { steps: weights, refine: None });
-            let (kv_ladder, kv_claims): (&[(&str, u32)], Vec<&str>) = match l.engine {
-                Engine::LlamaCpp | Engine::Ollama => (&[("q8_0", 1), ("q4_0", 3)], vec!["ollama-q8-kv-cache-halves-memory", "llamacpp-context-layers-kv-type"]),
-                Engine::Vllm => (&[("fp8", 1)], vec!["vllm-kv-cache-dtype-fp8-halves-cache"]),
+            // KV-cache formats each engine takes, with the claim that says so for that engine.
+            let kv_ladder: &[(&str, u32, &[&str])] = match l.engine {
+                Engine::LlamaCpp => &[("q8_0", 1, &["llamacpp-context-layers-kv-type"]), ("q4_0", 3, &["llamacpp-context-layers-kv-type"])],
+                Engine::Ollama => &[("q8_0", 1, &["ollama-q8-kv-cache-halves-memory"]), ("q4_0", 3, &["ollama-kv-q4-0-quarter"])],
+                Engine::Vllm => &[("fp8", 1, &["vllm-kv-cache-dtype-fp8-halves-cache"])],
                 // transformers' quantized caches are a different class (not the `kv_cache` format).
-                Engine::Transformers => (&[], vec![]),
+                Engine::Transformers => &[],
             };
             let cur_kv = ds.quant(&l.kv_cache).map(|q| q.bytes_per_weight()).unwrap_or(f64::INFINITY);
             let kv = kv_ladder
                 .iter()
-                .filter(|(f, _)| ds.quant(f).is_some_and(|q| q.bytes_per_weight() < cur_kv))
-                .map(|(f, r)| step(vec![("kv_cache", json!(f))], *r, "quality", kv_claims.clone()))
+                .filter(|(f, _, _)| ds.quant(f).is_some_and(|q| q.bytes_per_weight() < cur_kv))
+                .map(|(f, r, claims)| step(vec![("kv_cache", json!(f))], *r, "quality", claims.to_vec()))
                 .collect();
             dims.push(Dimension { steps: kv, refine: None });
             if l.engine == Engine::Vllm && l.gpu_memory_utilization.unwrap_or(claim_number(ds, "fit-vllm-default-utilization")?) < 0.95 {
@@ -146,11 +148,18 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     .collect();
                 dims.push(Dimension { steps, refine: Some(Refine { field: "batch", from: l.batch, grain: 1 }) });
             }
+            // How each engine is told a shorter context.
+            let context_claims = match l.engine {
+                Engine::Ollama => vec!["ollama-shorter-context-num-ctx"],
+                Engine::LlamaCpp => vec!["llamacpp-context-layers-kv-type"],
+                Engine::Vllm => vec!["vllm-max-seq-len-exceeds-kv-cache"],
+                Engine::Transformers => vec!["kv-cache-per-token-16bit"],
+            };
             let floor = l.context.min(2048);
             let steps = halvings(l.context, floor)
                 .into_iter()
                 .enumerate()
-                .map(|(i, c)| step(vec![("context", json!(c))], 4 * (i as u32 + 1), "capability", vec!["kv-cache-grows-with-context-and-users", "ollama-shorter-context-num-ctx"]))
+                .map(|(i, c)| step(vec![("context", json!(c))], 4 * (i as u32 + 1), "capability", context_claims.clone()))
                 .collect();
             dims.push(Dimension { steps, refine: Some(Refine { field: "context", from: l.context, grain: 256 }) });
             if matches!(l.engine, Engine::LlamaCpp | Engine::Ollama) {
@@ -209,7 +218,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
             }
             let method = match t.method {
                 Method::Full => vec![
-                    step(vec![("method", json!("lora"))], 4, "capability", vec!["training-fsdp-zero-shard-model-states"]),
+                    step(vec![("method", json!("lora"))], 4, "capability", vec!["training-qlora-loads-base-in-4bit", "guide-training-lora-paper-memory-3x"]),
                     step(vec![("method", json!("qlora"))], 6, "capability", vec!["training-qlora-loads-base-in-4bit"]),
                 ],
                 Method::Lora => vec![step(vec![("method", json!("qlora"))], 3, "quality", vec!["training-qlora-loads-base-in-4bit"])],
@@ -242,23 +251,50 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
             if has_te {
                 let mut steps = Vec::new();
                 if ds.quant(&te_now).is_some_and(|q| q.bits >= 16.0) && ds.quant("fp8").is_some() {
-                    steps.push(step(vec![("text_encoder_precision", json!("fp8"))], 1, "quality", vec!["flux-t5xxl-16bit-9.5gb-fp8-5gb"]));
+                    let mut claims = vec!["guide-image-comfyui-fp8-cpu-vae-flags"];
+                    if m.id.starts_with("flux") {
+                        claims.push("flux-t5xxl-16bit-9.5gb-fp8-5gb");
+                    }
+                    steps.push(step(vec![("text_encoder_precision", json!("fp8"))], 1, "quality", claims));
                 }
                 dims.push(Dimension { steps, refine: None });
                 if d.text_encoders == Placement::Gpu {
-                    dims.push(Dimension { steps: vec![step(vec![("text_encoders", json!("cpu"))], 2, "speed", vec!["comfyui-lowvram-reserve-vram"])], refine: None });
+                    dims.push(Dimension { steps: vec![step(vec![("text_encoders", json!("cpu"))], 2, "speed", vec!["guide-image-diffusers-offload-modes"])], refine: None });
                 }
             }
             // A denoiser format alone: the text encoders keep the precision they have now (a GGUF
             // denoiser would otherwise bring them back to bf16, an fp8 one take them to fp8).
+            // A format is offered where a claim covers it for this model: 8-bit for every model,
+            // GGUF levels for the models whose GGUF builds the claims describe.
+            let gguf_claim = match m.id.as_str() {
+                "flux.1-dev" => Some("flux-gguf-levels-card-fit"),
+                "wan2.1-t2v-14b" | "wan2.2-t2v-a14b" => Some("guide-video-wan-14b-q4k"),
+                _ => None,
+            };
+            let model_claim = match m.id.as_str() {
+                "flux.1-dev" => Some("flux-dev-weights-16bit-24gb-fp8-12gb"),
+                "hunyuanvideo" => Some("hunyuanvideo-fp8-halves-weights"),
+                "wan2.1-t2v-14b" => Some("guide-video-wan21-14b-bf16"),
+                _ => None,
+            };
             let steps = smaller(ds, &DIFFUSION_FORMATS, &d.precision)
                 .into_iter()
-                .map(|q| {
+                .filter_map(|q| {
+                    let gguf = matches!(q.family, crate::QuantFamily::GgufType | crate::QuantFamily::GgufScheme);
+                    let claims: Vec<&'static str> = match (gguf, gguf_claim) {
+                        (true, Some(c)) => vec![c],
+                        (true, None) => return None,
+                        (false, _) if q.bits >= 8.0 => std::iter::once("bytes-per-param-8bit").chain(model_claim).collect(),
+                        (false, _) => return None,
+                    };
+                    Some((q, claims))
+                })
+                .map(|(q, claims)| {
                     let mut ch = vec![("precision", json!(q.id))];
                     if has_te && d.text_encoder_precision.is_none() {
                         ch.push(("text_encoder_precision", json!(te_now)));
                     }
-                    step(ch, quality_rank(q), "quality", vec!["flux-dev-weights-16bit-24gb-fp8-12gb", "flux-gguf-levels-card-fit"])
+                    step(ch, quality_rank(q), "quality", claims)
                 })
                 .collect();
             dims.push(Dimension { steps, refine: None });
@@ -271,13 +307,15 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 offload.push(step(vec![("offload", json!("sequential"))], 12, "speed", vec!["guide-image-diffusers-offload-modes"]));
             }
             dims.push(Dimension { steps: offload, refine: None });
-            if layers > 1 && d.offload != Offload::Sequential {
+            // Block swap where a claim describes it for inference: the Wan video wrapper's.
+            let swap_claim = ds.claim("wan-wrapper-block-swap").filter(|c| c.models.iter().any(|x| *x == m.id)).is_some();
+            if swap_claim && layers > 1 && d.offload != Offload::Sequential {
                 let mut seen = BTreeSet::new();
                 let steps = [(1u32, 4u32, 4u32), (1, 2, 5), (3, 4, 6), (9, 10, 8)]
                     .iter()
                     .map(|(n, dn, r)| ((layers * n / dn).clamp(1, layers - 1), *r))
                     .filter(|(b, _)| *b > d.block_swap && seen.insert(*b))
-                    .map(|(b, r)| step(vec![("block_swap", json!(b))], r, "speed", vec!["flux-blocks-to-swap-moves-weights", "wan-wrapper-block-swap"]))
+                    .map(|(b, r)| step(vec![("block_swap", json!(b))], r, "speed", vec!["wan-wrapper-block-swap"]))
                     .collect();
                 dims.push(Dimension { steps, refine: Some(Refine { field: "block_swap", from: d.block_swap as u64, grain: 1 }) });
             }

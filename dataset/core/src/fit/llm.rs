@@ -136,7 +136,7 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
     };
     let weights = file.map(|f| f.bytes as f64).unwrap_or_else(|| weight_bytes(m, wq));
     if let Some(f) = file {
-        b.notes.push(format!("weights: the {} bytes of the model file's tensors", f.bytes));
+        b.note("file-weights", &[("bytes", f.bytes.to_string())], "weights: the {bytes} bytes of the model file's tensors");
     }
     match l.engine {
         Engine::Transformers => {
@@ -182,11 +182,12 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
             let needed: f64 = b.terms.iter().map(|t| t.bytes as f64).sum();
             let card = needed / util;
             b.add("gpu-memory-utilization-headroom", card - needed, &["vllm-gpu-memory-utilization-meaning"]);
-            b.notes.push(format!(
-                "vLLM reserves {util} of the card at start; the peak shown is the smallest card whose share holds the weights and a KV pool for {} tokens. On a bigger card vLLM fills the share with more KV blocks.",
-                l.context * l.batch
-            ));
-            b.notes.push("vLLM's profiling activations and CUDA graphs are not modelled yet; keep a few GiB of margin.".into());
+            b.note(
+                "vllm-share",
+                &[("util", util.to_string()), ("tokens", (l.context * l.batch).to_string())],
+                "vLLM reserves {util} of the card at start; the peak shown is the smallest card whose share holds the weights and a KV pool for {tokens} tokens. On a bigger card vLLM fills the share with more KV blocks.",
+            );
+            b.note("vllm-unmodelled", &[], "vLLM's profiling activations and CUDA graphs are not modelled yet; keep a few GiB of margin.");
         }
         Engine::LlamaCpp | Engine::Ollama => {
             let layers = m.layers;
@@ -202,9 +203,9 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
             );
             b.add("cuda-context", claim_number(ds, "fit-cuda-context-measured")?, &["fit-cuda-context-measured"]);
             if on_gpu < layers {
-                b.notes.push(format!("{} of {} layers on the GPU; the rest run on the CPU, much slower.", on_gpu, layers));
+                b.note("gpu-layers", &[("on_gpu", on_gpu.to_string()), ("layers", layers.to_string())], "{on_gpu} of {layers} layers on the GPU; the rest run on the CPU, much slower.");
             }
-            b.notes.push("llama.cpp/Ollama numbers are computed from the formats and the architecture; no reference run backs them yet.".into());
+            b.note("llamacpp-unmeasured", &[], "llama.cpp/Ollama numbers are computed from the formats and the architecture; no reference run backs them yet.");
         }
     }
     if let Some(t) = b.terms.iter_mut().find(|t| t.term == "kv-cache") {

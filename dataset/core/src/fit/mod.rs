@@ -123,7 +123,7 @@ pub struct Fit {
     pub fits: Vec<GpuFit>,
     pub levers: Vec<Lever>,
     /// Assumptions the engine made (defaults it filled in, engine-specific behaviour).
-    pub notes: Vec<String>,
+    pub notes: Vec<Note>,
     /// The largest context/batch/size that fits a chosen card, and more (see [`search`]); only
     /// when a card was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,10 +137,20 @@ pub struct Fit {
     pub plan: Option<levers::Plan>,
 }
 
+/// An assumption or remark of the engine: `id` names it (the site shows it in the reader's
+/// language from `note.<id>` with `values`), `text` is the English sentence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Note {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub values: std::collections::BTreeMap<String, String>,
+    pub text: String,
+}
+
 /// What the engine modules return before fits and levers are added.
 pub(crate) struct Breakdown {
     pub terms: Vec<Term>,
-    pub notes: Vec<String>,
+    pub notes: Vec<Note>,
     pub arch: Option<Architecture>,
 }
 
@@ -164,6 +174,15 @@ impl Breakdown {
         } else {
             self.terms.push(Term { term: term.into(), bytes, claims: claims.iter().map(|s| s.to_string()).collect() });
         }
+    }
+
+    /// Adds a note: `text` with `{name}` placeholders filled from `values`.
+    pub fn note(&mut self, id: &str, values: &[(&str, String)], text: &str) {
+        let mut t = text.to_string();
+        for (k, v) in values {
+            t = t.replace(&format!("{{{k}}}"), v);
+        }
+        self.notes.push(Note { id: id.into(), values: values.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(), text: t });
     }
 
     pub fn tensor_bytes(&self) -> u64 {

@@ -17,19 +17,19 @@ pub fn preset(kind: &str) -> State {
     serde_json::from_str(text).expect("the presets are JSON objects")
 }
 
-/// Popular setups: (label, workload).
+/// Popular setups: (id, workload). The site labels each from `preset.<id>` in its language.
 pub fn presets() -> Vec<(&'static str, Value)> {
     const PRESETS: [(&str, &str); 8] = [
-        ("Llama 3.1 8B · Ollama Q4_K_M · 8k", r#"{"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"bf16","context":8192,"batch":1,"engine":"ollama"}"#),
-        ("Qwen3 8B · transformers bf16 · 32k", r#"{"kind":"llm-inference","model":"qwen3-8b","weights":"bf16","kv_cache":"bf16","context":32768,"batch":1,"engine":"transformers"}"#),
-        ("Qwen3 32B · vLLM AWQ · 16k × 4", r#"{"kind":"llm-inference","model":"qwen3-32b","weights":"awq-int4","kv_cache":"fp8","context":16384,"batch":4,"engine":"vllm"}"#),
-        ("Llama 3.1 8B · QLoRA", r#"{"kind":"training","model":"llama-3.1-8b","method":"qlora","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true,"lora_rank":16}"#),
-        ("Llama 3.2 1B · full fine-tune", r#"{"kind":"training","model":"llama-3.2-1b","method":"full","precision":"mixed-bf16","optimizer":"adamw","seq":2048,"batch":4,"gradient_checkpointing":true}"#),
-        ("FLUX.1 dev · fp8 · 1024²", r#"{"kind":"diffusion","model":"flux.1-dev","precision":"fp8","width":1024,"height":1024,"batch":1,"cfg":false}"#),
-        ("SDXL · fp16 · 1024²", r#"{"kind":"diffusion","model":"sdxl","precision":"fp16","width":1024,"height":1024,"batch":1,"cfg":true}"#),
-        ("Wan 2.1 1.3B · 480p · 81 frames", r#"{"kind":"diffusion","model":"wan2.1-t2v-1.3b","precision":"bf16","width":832,"height":480,"frames":81,"batch":1,"cfg":true}"#),
+        ("llama8b_ollama", r#"{"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"bf16","context":8192,"batch":1,"engine":"ollama"}"#),
+        ("qwen8b_transformers", r#"{"kind":"llm-inference","model":"qwen3-8b","weights":"bf16","kv_cache":"bf16","context":32768,"batch":1,"engine":"transformers"}"#),
+        ("qwen32b_vllm", r#"{"kind":"llm-inference","model":"qwen3-32b","weights":"awq-int4","kv_cache":"fp8","context":16384,"batch":4,"engine":"vllm"}"#),
+        ("llama8b_qlora", r#"{"kind":"training","model":"llama-3.1-8b","method":"qlora","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true,"lora_rank":16}"#),
+        ("llama1b_full", r#"{"kind":"training","model":"llama-3.2-1b","method":"full","precision":"mixed-bf16","optimizer":"adamw","seq":2048,"batch":4,"gradient_checkpointing":true}"#),
+        ("flux_fp8", r#"{"kind":"diffusion","model":"flux.1-dev","precision":"fp8","width":1024,"height":1024,"batch":1,"cfg":false}"#),
+        ("sdxl_fp16", r#"{"kind":"diffusion","model":"sdxl","precision":"fp16","width":1024,"height":1024,"batch":1,"cfg":true}"#),
+        ("wan13b_480p", r#"{"kind":"diffusion","model":"wan2.1-t2v-1.3b","precision":"bf16","width":832,"height":480,"frames":81,"batch":1,"cfg":true}"#),
     ];
-    PRESETS.iter().map(|(label, text)| (*label, serde_json::from_str(text).expect("the presets are JSON"))).collect()
+    PRESETS.iter().map(|(id, text)| (*id, serde_json::from_str(text).expect("the presets are JSON"))).collect()
 }
 
 fn decode(s: &str) -> String {

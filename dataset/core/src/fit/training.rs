@@ -163,26 +163,26 @@ pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String>
         b.add("gradients", grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
         b.add("optimizer-states", states, o_claims);
         b.add("optimizer-step", step_temp, &["fit-training-optimizer-step"]);
-        b.notes.push("the peak is the optimizer step: gradients, states and the step's temporary buffer".into());
+        b.note("peak-optimizer-step", &[], "the peak is the optimizer step: gradients, states and the step's temporary buffer");
     } else if backward_peak >= forward_peak {
         b.add("optimizer-states", states, o_claims);
         if grads > backward_start {
             b.add("gradients", grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
-            b.notes.push("the peak is the end of the backward pass, when every gradient exists".into());
+            b.note("peak-backward-end", &[], "the peak is the end of the backward pass, when every gradient exists");
         } else {
             b.add("activations", saved - tokens * logits_saved, &act_claims);
             b.add("logits", tokens * (logits_saved + logits_bwd), &["fit-training-logits"]);
             b.add("gradients", head_grad, &["fit-training-logits"]);
             if autocast_copies > 0.0 {
-                b.notes.push("includes the bf16 copies of the weights that autocast keeps for the backward pass".into());
+                b.note("autocast-copies", &[], "includes the bf16 copies of the weights that autocast keeps for the backward pass");
             }
-            b.notes.push("the peak is the start of the backward pass: saved activations plus the loss gradient".into());
+            b.note("peak-backward-start", &[], "the peak is the start of the backward pass: saved activations plus the loss gradient");
         }
     } else {
         b.add("optimizer-states", states, o_claims);
         b.add("activations", saved - tokens * logits_saved, &act_claims);
         b.add("logits", tokens * (logits_saved + logits_fwd), &["fit-training-logits"]);
-        b.notes.push("the peak is the loss at the end of the forward pass".into());
+        b.note("peak-forward-end", &[], "the peak is the loss at the end of the forward pass");
     }
     if t.zero >= 3 && n > 1.0 {
         // ZeRO-3 gathers one layer's full weights at a time.

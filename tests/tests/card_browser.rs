@@ -1,0 +1,312 @@
+//! "Will it run on my card, and what do I change": the calculator's verdict, plan and levers in
+//! real headless Chromium on a phone and a desktop, in English, Chinese and Portuguese, checked
+//! against the fit engine (`fit_on`), with no English left in the card's answers on other
+//! languages.
+
+use headroom_core::fit::{fit_on, parse_input, Card, Fit};
+use headroom_core::Lang;
+use headroom_e2e::data::loaded;
+use headroom_e2e::{site_dir, Browser, Server, TempDir};
+use headroom_i18n::{fmt, k, t, Key};
+use headroom_site::fmt::gib;
+use headroom_site::routes::Route;
+use serde_json::{json, Value};
+
+fn wait_app(b: &Browser) {
+    b.wait_js("return document.getElementById('prerendered') === null && !!document.querySelector('main h1')");
+}
+
+fn engine_on(w: &Value, card: &str) -> Fit {
+    let ds = &loaded().dataset;
+    fit_on(ds, &parse_input(&w.to_string()).unwrap()[0], &Card::parse(ds, card, 0.0).unwrap()).unwrap()
+}
+
+fn query(w: &Value, card: &str) -> String {
+    let mut s = w.as_object().unwrap().clone();
+    s.insert("card".into(), json!(card));
+    headroom_core::fit::query::to_query(&s)
+}
+
+fn verdict_text(lang: Lang, f: &Fit) -> String {
+    let v = f.verdict.as_ref().unwrap();
+    if v.fits {
+        fmt(lang, k::CALC_VERDICT_FITS, &[("card", &v.card.name), ("spare", &gib(v.spare_bytes as f64, lang))])
+    } else {
+        fmt(lang, k::CALC_VERDICT_SHORT, &[("card", &v.card.name), ("short", &gib(-v.spare_bytes as f64, lang))])
+    }
+}
+
+/// Literal pieces of the English templates behind the card's answers (verdict, plan, levers,
+/// card picker) that must not show on a page in another language.
+fn english_fragments() -> Vec<String> {
+    let keys: [Key; 20] = [
+        k::CALC_VERDICT_FITS, k::CALC_VERDICT_SHORT, k::CALC_BUDGET, k::CALC_PLAN, k::CALC_PLAN_APPLY, k::CALC_PLAN_RESULT,
+        k::CALC_CARD_PICK, k::CALC_OTHER, k::CALC_COMPARE, k::CALC_COMPARE_NONE, k::LEVER_WEIGHTS, k::LEVER_KV_CACHE,
+        k::LEVER_CONTEXT, k::LEVER_GPU_LAYERS, k::LEVER_PRECISION, k::LEVER_TEXT_ENCODER_KEPT, k::LEVER_OFFLOAD_MODEL,
+        k::LEVER_GRADIENT_CHECKPOINTING, k::LEVER_FITS, k::LEVER_SHORT,
+    ];
+    let mut out = Vec::new();
+    for key in keys {
+        for piece in t(Lang::En, key).split(|c| c == '{' || c == '}').step_by(2) {
+            let piece = piece.trim_matches(|c: char| !c.is_alphanumeric());
+            if piece.len() >= 6 && piece.contains(' ') {
+                out.push(piece.to_string());
+            }
+        }
+    }
+    out.extend(["to spare", "does not fit", "Apply all", "Your card"].map(String::from));
+    out
+}
+
+fn no_english(b: &Browser, lang: Lang) {
+    if lang == Lang::En {
+        return;
+    }
+    let text = b.js("return ['#card-picker', '#summary', '#verdict', '#plan', 'ul.levers'].map(s => document.querySelector(s)?.innerText || '').join('\\n')");
+    let text = text.as_str().unwrap();
+    for f in english_fragments() {
+        assert!(!text.contains(&f), "{lang:?}: English \"{f}\" on the page:\n{text}");
+    }
+}
+
+/// The summary line stays on screen while the reader is down among the inputs.
+fn summary_stays_in_view(b: &Browser) {
+    b.js("document.getElementById('c-batch').scrollIntoView({block: 'center'}); return 1");
+    b.wait_js("const r = document.getElementById('summary').getBoundingClientRect(); return r.top >= 0 && r.bottom <= window.innerHeight && r.height > 0");
+}
+
+#[test]
+fn the_three_tasks_on_phone_and_desktop_in_three_languages() {
+    let tmp = TempDir::new("card-browser");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let ollama = json!({"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"bf16","context":32768,"batch":1,"engine":"ollama"});
+    let flux = json!({"kind":"diffusion","model":"flux.1-dev","precision":"bf16","width":1024,"height":1024,"batch":1,"cfg":false});
+    let qlora = json!({"kind":"training","model":"llama-3.1-8b","method":"qlora","precision":"bf16","optimizer":"adamw","seq":8192,"batch":4,"gradient_checkpointing":false,"lora_rank":16});
+    for (lang, (w, h)) in [(Lang::En, (1366, 900)), (Lang::Zh, (390, 844)), (Lang::Pt, (1366, 900)), (Lang::En, (390, 844))] {
+        b.resize(w, h);
+        // 1. Llama 3.1 8B Q4_K_M at 32k in Ollama on an RTX 3060 12 GB: the verdict and what is spare.
+        let f = engine_on(&ollama, "rtx-3060-12gb");
+        b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), query(&ollama, "rtx-3060-12gb")));
+        wait_app(&b);
+        let want = verdict_text(lang, &f);
+        b.wait_text("#verdict .verdict-line", |s| s == want);
+        assert_eq!(b.js("return document.getElementById('verdict').dataset.spare"), json!(f.verdict.as_ref().unwrap().spare_bytes.to_string()));
+        assert!(b.text("#summary").unwrap().contains(&want), "the summary repeats the verdict");
+        summary_stays_in_view(&b);
+        no_english(&b, lang);
+
+        // 2. FLUX.1-dev at 1024² on a 12 GB card: does not fit; the plan fits, and applying it
+        // gives the peak shown.
+        let f = engine_on(&flux, "rtx-3060-12gb");
+        assert!(!f.verdict.as_ref().unwrap().fits);
+        let plan = f.plan.clone().expect("a plan for FLUX on 12 GB");
+        b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), query(&flux, "rtx-3060-12gb")));
+        wait_app(&b);
+        b.wait_text("#verdict .verdict-line", |s| s == verdict_text(lang, &f));
+        assert_eq!(b.js("return document.getElementById('plan').dataset.peak"), json!(plan.peak_bytes.to_string()));
+        let shown = b.text("#plan").unwrap();
+        assert!(shown.contains(&gib(plan.peak_bytes as f64, lang)), "{shown}");
+        // The denoiser format lever says the text encoders stay where they are.
+        if plan.changes.iter().any(|c| c.field == "text_encoder_precision") {
+            assert!(shown.contains(&fmt(lang, k::LEVER_TEXT_ENCODER_KEPT, &[("format", "bf16")])), "{shown}");
+        }
+        no_english(&b, lang);
+        b.click("#plan-apply");
+        b.wait_js(&format!("return document.getElementById('peak')?.dataset.bytes === '{}'", plan.peak_bytes));
+        b.wait_js("return document.getElementById('verdict')?.dataset.fits === 'true'");
+        b.wait_js("return document.activeElement && document.activeElement.id === 'verdict'");
+        let url = b.current_url();
+        assert!(url.contains("card=rtx-3060-12gb"), "the card stays: {url}");
+
+        // 3. A QLoRA fine-tune that only fits on a 24 GB card after the proposed change.
+        let f = engine_on(&qlora, "rtx-4090");
+        assert!(!f.verdict.as_ref().unwrap().fits, "the QLoRA case must not fit 24 GB as chosen");
+        let plan = f.plan.clone().expect("a plan for 24 GB");
+        b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), query(&qlora, "rtx-4090")));
+        wait_app(&b);
+        b.wait_text("#verdict .verdict-line", |s| s == verdict_text(lang, &f));
+        no_english(&b, lang);
+        b.click("#plan-apply");
+        b.wait_js(&format!("return document.getElementById('peak')?.dataset.bytes === '{}'", plan.peak_bytes));
+        b.wait_js("return document.getElementById('verdict')?.dataset.fits === 'true'");
+    }
+    assert!(b.console_errors().is_empty(), "{:?}", b.console_errors());
+}
+
+#[test]
+fn a_typed_card_other_processes_a_second_card_and_the_remembered_card() {
+    let tmp = TempDir::new("card-typed");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let ds = &loaded().dataset;
+    let w = json!({"kind":"llm-inference","model":"qwen3-8b","weights":"Q8_0","kv_cache":"bf16","context":16384,"batch":1,"engine":"llama.cpp"});
+    b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(Lang::Es), headroom_core::fit::query::to_query(w.as_object().unwrap())));
+    wait_app(&b);
+    // Another size: 10 GiB, with 1.5 GiB taken by other processes.
+    b.js("const s = document.getElementById('c-card'); s.value = 'size'; s.dispatchEvent(new Event('change', {bubbles: true})); return 1");
+    b.wait_js("return !!document.getElementById('c-card-size')");
+    b.send_keys("#c-card-size", "10");
+    b.send_keys("#c-other", "1.5");
+    let card = Card::parse(ds, "10", 1.5).unwrap();
+    let f = fit_on(ds, &parse_input(&w.to_string()).unwrap()[0], &card).unwrap();
+    b.wait_text("#verdict .verdict-line", |s| s == verdict_text(Lang::Es, &f));
+    let url = b.current_url();
+    assert!(url.contains("card=10") && url.contains("other=1.5"), "{url}");
+    // Every lever says whether it alone fits.
+    let levers = b.js("return [...document.querySelectorAll('ul.levers li .lever-result')].map(e => e.className)");
+    for (l, class) in f.levers.iter().zip(levers.as_array().unwrap()) {
+        let want = if l.fits == Some(true) { "lever-result fits" } else { "lever-result short" };
+        assert_eq!(class.as_str().unwrap(), want, "{}", l.lever);
+    }
+    // A second card side by side.
+    b.js("const s = document.getElementById('c-card2'); s.value = 'rtx-4090'; s.dispatchEvent(new Event('change', {bubbles: true})); return 1");
+    let second = fit_on(ds, &parse_input(&w.to_string()).unwrap()[0], &Card::parse(ds, "rtx-4090", 1.5).unwrap()).unwrap();
+    b.wait_text("#verdict-2 .verdict-line", |s| s == verdict_text(Lang::Es, &second));
+    assert!(b.text("#answers-2").is_some());
+    // The card is remembered: a link without one opens with it.
+    b.goto(&format!("{}{}?kind=diffusion&model=sdxl", server.url, Route::Calculator.path(Lang::Es)));
+    wait_app(&b);
+    b.wait_js("return !!document.getElementById('verdict')");
+    assert_eq!(b.js("return document.getElementById('c-card-size').value"), json!("10"));
+    assert_eq!(b.js("return document.getElementById('c-other').value"), json!("1.5"));
+    // The partial link opened with every control filled.
+    for id in ["c-precision", "c-width", "c-height", "c-offload", "c-text_encoders"] {
+        let v = b.js(&format!("return document.getElementById('{id}').value"));
+        assert!(!v.as_str().unwrap_or("").is_empty(), "{id} is empty");
+    }
+}
+
+/// Finds words split across lines: every run of Latin letters and digits in a text node of the
+/// page (outside code, pre and form fields) must sit on one line. Long identifiers may still wrap
+/// between their parts (at `_`, `:`, `,`, `=`, `/`); CJK text wraps between characters as it should.
+const BROKEN_WORDS_JS: &str = r#"
+const broken = [];
+const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+const skip = (n) => n.parentElement && n.parentElement.closest('pre, code, textarea, script, style, option, select, [hidden]');
+const re = /[A-Za-z0-9\u00C0-\u024F]{2,}/g;
+let node;
+while ((node = walker.nextNode())) {
+  if (skip(node)) continue;
+  const style = getComputedStyle(node.parentElement);
+  if (style.display === 'none' || style.visibility === 'hidden') continue;
+  let m;
+  while ((m = re.exec(node.data))) {
+    const r = document.createRange();
+    r.setStart(node, m.index);
+    r.setEnd(node, m.index + m[0].length);
+    const rects = [...r.getClientRects()].filter(x => x.width > 0);
+    if (rects.length > 1 && Math.abs(rects[0].top - rects[rects.length - 1].top) > 2) {
+      broken.push(m[0] + ' in ' + node.parentElement.tagName.toLowerCase() + '.' + node.parentElement.className);
+    }
+  }
+}
+return broken.slice(0, 20);
+"#;
+
+fn artefacts() -> std::path::PathBuf {
+    let dir = headroom_e2e::repo_root().join("target/test-artefacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn no_word_is_broken_inside_on_a_phone_or_a_desktop() {
+    let tmp = TempDir::new("card-words");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let ds = &loaded().dataset;
+    let contradicted = ds.claims.iter().find(|c| c.verdict == headroom_core::Verdict::Contradicted).unwrap().id.clone();
+    let long = ds.claims.iter().max_by_key(|c| c.statement.en.split_whitespace().map(str::len).max().unwrap_or(0)).unwrap().id.clone();
+    let flux = "?kind=diffusion&model=flux.1-dev&precision=bf16&card=rtx-3060-12gb";
+    let pages: Vec<(&str, Route, &str)> = vec![
+        ("home", Route::Home, ""),
+        ("calculator", Route::Calculator, flux),
+        ("claims", Route::Claims, ""),
+        ("claim", Route::Claim(contradicted), ""),
+        ("claim-long", Route::Claim(long), ""),
+        ("gpus", Route::Gpus, ""),
+        ("guides", Route::Guides, ""),
+        ("guide", Route::Guide("llm-serving".into()), ""),
+        ("probe", Route::Probe, ""),
+        ("about", Route::About, ""),
+    ];
+    for (w, h, label) in [(390, 844, "phone"), (1366, 900, "desktop")] {
+        b.resize(w, h);
+        for lang in [Lang::En, Lang::Pt] {
+            for (name, route, query) in &pages {
+                b.goto(&format!("{}{}{}", server.url, route.path(lang), query));
+                wait_app(&b);
+                if *name == "calculator" {
+                    b.wait_js("return !!document.getElementById('verdict')");
+                }
+                if name.starts_with("claim") && *name != "claims" {
+                    b.wait_js("return document.querySelectorAll('ol.sources li').length > 0");
+                }
+                let broken = b.js(BROKEN_WORDS_JS);
+                assert_eq!(broken, json!([]), "{label} {lang:?} {name}: words broken inside");
+                // Nothing wider than the screen except inside its own scroller.
+                let wide = b.js("return document.documentElement.scrollWidth <= window.innerWidth + 1");
+                assert_eq!(wide, json!(true), "{label} {lang:?} {name}: the page scrolls sideways");
+                if lang == Lang::En && ["calculator", "claim", "gpus"].contains(name) {
+                    std::fs::write(artefacts().join(format!("{name}-{label}.png")), b.screenshot()).unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// English pieces of the UI catalog that a page in `lang` must not show: the literal text of every
+/// English string (split at its placeholders) that the language translates differently, where the
+/// piece has at least two words.
+fn english_pieces(lang: Lang) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in headroom_i18n::all_keys() {
+        let (en, other) = (t(Lang::En, key), t(lang, key));
+        if en == other {
+            continue;
+        }
+        for piece in en.split(|c| c == '{' || c == '}').step_by(2) {
+            let piece = piece.trim_matches(|c: char| !c.is_alphanumeric());
+            if piece.split_whitespace().count() >= 2 && piece.len() >= 10 && !other.contains(piece) {
+                out.push(piece.to_string());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn the_calculator_in_many_states_shows_no_english_in_other_languages() {
+    let tmp = TempDir::new("card-languages");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let states = [
+        "?kind=llm-inference&model=llama-3.1-8b&weights=Q4_K_M&context=32768&engine=ollama&card=rtx-3060-12gb",
+        "?kind=llm-inference&model=qwen3-32b&weights=Q8_0&context=32768&batch=4&engine=llama.cpp&gpu_layers=40&card=rtx-4090&card2=rtx-3090",
+        "?kind=llm-inference&model=qwen3-32b&weights=bf16&context=32768&batch=4&engine=vllm&card=rtx-4090",
+        "?kind=llm-inference&model=qwen3-8b&weights=bf16&context=32768&engine=transformers&card=12&other=1.5",
+        "?kind=training&model=llama-3.1-8b&method=full&precision=mixed-bf16&seq=4096&batch=8&card=rtx-4090",
+        "?kind=training&model=llama-3.2-1b&method=lora&seq=2048&card=rtx-4060",
+        "?kind=diffusion&model=flux.1-dev&precision=bf16&card=rtx-3060-12gb",
+        "?kind=diffusion&model=sdxl&precision=fp16&offload=model&card=rtx-3050-8gb",
+        "?kind=diffusion&model=wan2.1-t2v-14b&precision=bf16&frames=81&block_swap=20&card=rtx-4090",
+        "?kind=diffusion&model=sd-3.5-large&component=text-encoder",
+    ];
+    for lang in [Lang::Pt, Lang::Es, Lang::Zh, Lang::It] {
+        let pieces = english_pieces(lang);
+        assert!(pieces.len() > 50, "{lang:?}: {} pieces", pieces.len());
+        for q in states {
+            b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), q));
+            wait_app(&b);
+            b.wait_js("return !!document.getElementById('peak')");
+            b.js("for (const d of document.querySelectorAll('details')) d.open = true; return 1");
+            let text = b.js("return document.querySelector('main').innerText");
+            let text = text.as_str().unwrap();
+            let found: Vec<&String> = pieces.iter().filter(|p| text.contains(p.as_str())).collect();
+            assert!(found.is_empty(), "{lang:?} {q}: English on the page: {found:?}");
+        }
+    }
+}
