@@ -3,6 +3,8 @@
 // new cache name, installs alongside, takes over and deletes the old cache.
 const CACHE = "__CACHE__";
 const PRECACHE = __PRECACHE__;
+// The shapes of the site's pages (routes.rs): anything else is not a page.
+const PAGE = /^\/(pt|es|zh|it|en)\/(|calculator\/|claims\/|claims\/[a-z0-9.-]+\/|gpus\/|guides\/|guides\/[a-z0-9-]+\/|probe\/|about\/)$/;
 
 self.addEventListener("install", (event) => {
   event.waitUntil(caches.open(CACHE).then((c) => c.addAll(PRECACHE)).then(() => self.skipWaiting()));
@@ -33,7 +35,17 @@ self.addEventListener("fetch", (event) => {
           }
           return resp;
         })
-        .catch(async () => (await caches.match(req, { ignoreSearch: true })) || (await caches.match("/index.html")))
+        .catch(async () => {
+          const hit = await caches.match(req, { ignoreSearch: true });
+          if (hit) return hit;
+          // Offline: the app shell renders any page of the site from the cached data; a path
+          // that is no page gets the cached "page not found" of its language, with status 404.
+          if (PAGE.test(url.pathname) || url.pathname === "/") return caches.match("/index.html");
+          const lang = (url.pathname.match(/^\/(pt|es|zh|it|en)\//) || [])[1] || "en";
+          const missing = await caches.match(`/${lang}/404.html`);
+          if (!missing) return caches.match("/index.html");
+          return new Response(await missing.text(), { status: 404, headers: { "Content-Type": "text/html; charset=utf-8" } });
+        })
     );
     return;
   }

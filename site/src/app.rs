@@ -110,7 +110,9 @@ pub fn App() -> impl IntoView {
     let data = LocalResource::new(move || dataset(lang.get().unwrap_or(Lang::En)));
     move || match parsed.get() {
         None => {
-            let l = saved_lang().unwrap_or_else(browser_lang);
+            // Not a page: "page not found" in the language the path starts with, if it does.
+            let first = location.with(|(p, _)| p.trim_start_matches('/').split('/').next().map(str::to_string));
+            let l = first.as_deref().and_then(Lang::from_code).or_else(saved_lang).unwrap_or_else(browser_lang);
             view! { <main id="main"><NotFoundBody lang=l /></main> }.into_any()
         }
         Some((l, route)) => match data.get() {

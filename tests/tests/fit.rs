@@ -26,7 +26,7 @@ fn assert_consistent(f: &Fit) {
     let ds = &loaded().dataset;
     let sum: u64 = f.breakdown.iter().map(|t| t.bytes).sum();
     assert_eq!(sum, f.peak_bytes, "{}", f.workload);
-    let tensors: u64 = f.breakdown.iter().filter(|t| t.term != "cuda-context" && t.term != "allocator-slack").map(|t| t.bytes).sum();
+    let tensors: u64 = f.breakdown.iter().filter(|t| t.term != "cuda-context" && t.term != "allocator-headroom").map(|t| t.bytes).sum();
     assert_eq!(tensors, f.tensor_bytes);
     for t in &f.breakdown {
         assert!(!t.claims.is_empty(), "term {} cites no claim", t.term);
@@ -58,7 +58,7 @@ fn the_brief_examples_fit_with_cited_terms() {
         let f = fit(ds, w).unwrap();
         assert_consistent(&f);
         let terms: Vec<&str> = f.breakdown.iter().map(|t| t.term.as_str()).collect();
-        assert!(terms.contains(&"cuda-context") && terms.contains(&"allocator-slack"), "{terms:?}");
+        assert!(terms.contains(&"cuda-context") && terms.contains(&"allocator-headroom"), "{terms:?}");
         assert!(terms.contains(&"weights"), "{terms:?}");
     }
     // Llama 3.1 8B at 32k in bf16: 16 GB of weights and 4 GiB of KV cache do not fit a 24 GB card;

@@ -106,6 +106,9 @@ fn after_one_visit_the_site_works_offline() {
     b.goto(&format!("{}{}", server.url, Route::Guide("what-uses-vram".into()).path(Lang::Zh)));
     wait_app(&b);
     b.wait_js("return document.querySelectorAll('.guide-body a.cref').length > 5");
+    // A path that is no page, offline: the service worker's "page not found", in its language.
+    b.goto(&format!("{}/pt/nao-existe/", server.url));
+    b.wait_text("main h1", |s| s == t(Lang::Pt, k::NOTFOUND_TITLE));
 }
 
 #[test]
@@ -273,5 +276,57 @@ fn contradicted_claims_read_the_right_way_round() {
     let v = ds.claims.iter().find(|c| c.verdict == Verdict::Verified).unwrap();
     for (_, snippet) in headroom_site::pages::claims::citations(v, Lang::En) {
         assert!(snippet.find("Verified").unwrap() < snippet.find(v.statement.en.as_str()).unwrap(), "{snippet}");
+    }
+}
+
+/// Unknown paths answer 404 with a "page not found" in the path's language (server), the pages
+/// carry one configured address in canonical, og:url and og:image (a link-preview image per page
+/// type), the manifest has a maskable icon, and a public build refuses a loopback address.
+#[test]
+fn unknown_paths_are_localized_404s_and_links_use_one_site_address() {
+    let tmp = TempDir::new("site-hygiene");
+    let server = server(&tmp);
+    for lang in [Lang::It, Lang::Zh] {
+        let (status, ctype, html) = get(&format!("{}/{}/no-such-page/", server.url, lang.code()));
+        assert_eq!(status, 404);
+        assert!(ctype.starts_with("text/html"));
+        assert!(html.contains(&format!("<html lang=\"{}\">", lang.bcp47())), "{lang:?}");
+        assert!(html.contains(&format!("<h1>{}</h1>", t(lang, k::NOTFOUND_TITLE))), "{lang:?}");
+        assert!(html.contains("noindex"));
+    }
+    let (status, _, html) = get(&format!("{}/nowhere/at/all/", server.url));
+    assert_eq!(status, 404);
+    assert!(html.contains(Route::Home.path(Lang::Pt).as_str()), "the language chooser");
+    // A real page is still a page.
+    let (status, _, html) = get(&format!("{}{}", server.url, Route::Calculator.path(Lang::Es)));
+    assert_eq!(status, 200);
+    // One address (the local build's) in canonical, og:url and og:image; the image exists.
+    let base = "http://127.0.0.1:8080";
+    assert!(html.contains(&format!("<link rel=\"canonical\" href=\"{base}/es/calculator/\" />")), "canonical");
+    assert!(html.contains(&format!("<meta property=\"og:url\" content=\"{base}/es/calculator/\" />")));
+    assert!(html.contains(&format!("<meta property=\"og:image\" content=\"{base}/og-calculator.png\" />")));
+    let claim = some_claim();
+    let (_, _, html) = get(&format!("{}{}", server.url, Route::Claim(claim).path(Lang::En)));
+    assert!(html.contains(&format!("<meta property=\"og:image\" content=\"{base}/og-claims.png\" />")));
+    for image in ["og-calculator.png", "og-claims.png", "og-gpus.png", "og-guides.png", "og-home.png", "og-probe.png", "og-about.png", "icon-maskable-512.png"] {
+        let resp = headroom_e2e::http().get(&format!("{}/{image}", server.url)).call().expect(image);
+        assert_eq!(resp.status(), 200, "{image}");
+        assert_eq!(resp.headers().get("content-type").unwrap().to_str().unwrap(), "image/png", "{image}");
+    }
+    let (_, _, manifest) = get(&format!("{}/manifest.webmanifest", server.url));
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    assert!(manifest["icons"].as_array().unwrap().iter().any(|i| i["purpose"] == "maskable" && i["src"] == "/icon-maskable-512.png"));
+    // A public build without an address, or with this machine's, is refused before it renders.
+    let prerender = repo_root().join("target/release/prerender");
+    assert!(prerender.exists(), "target/release/prerender (cargo xtask dist builds it)");
+    for url in [None, Some("http://127.0.0.1:8080"), Some("http://localhost")] {
+        let mut cmd = std::process::Command::new(&prerender);
+        cmd.args(["--data"]).arg(repo_root().join("dataset/data")).arg("--site").arg(tmp.path()).env_remove("HEADROOM_SITE_URL");
+        if let Some(u) = url {
+            cmd.env("HEADROOM_SITE_URL", u);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("HEADROOM_SITE_URL"), "{url:?}");
     }
 }

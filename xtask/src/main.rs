@@ -1,7 +1,7 @@
 //! The project's task runner.
 //!
 //!   cargo xtask setup          install what the build and tests need (idempotent)
-//!   cargo xtask dist           build the complete static site into site/dist/
+//!   cargo xtask dist [--local] build the complete static site into site/dist/ (HEADROOM_SITE_URL: its public address; --local: for this machine)
 //!   cargo xtask serve [ARGS]   setup + dist, then `dataset serve ARGS` (release build)
 //!   cargo xtask test           setup + dist, then every test, including headless Chromium
 //!   cargo xtask size           setup + dist, then measure first-load bytes, time to interactive, recompute time
@@ -33,10 +33,12 @@ fn main() -> ExitCode {
     let started = Instant::now();
     let result = match task {
         "setup" => setup(),
-        "dist" => setup().and_then(|()| dist()),
-        "serve" => setup().and_then(|()| dist()).and_then(|()| serve(rest)),
-        "test" => setup().and_then(|()| dist()).and_then(|()| test()),
-        "size" => setup().and_then(|()| dist()).and_then(|()| size()),
+        // A release build for the public site: HEADROOM_SITE_URL names its address (canonical links,
+        // og:url); `--local` builds for this machine's server instead.
+        "dist" => setup().and_then(|()| dist(rest.iter().any(|a| a == "--local"))),
+        "serve" => setup().and_then(|()| dist(true)).and_then(|()| serve(rest)),
+        "test" => setup().and_then(|()| dist(true)).and_then(|()| test()),
+        "size" => setup().and_then(|()| dist(true)).and_then(|()| size()),
         "help" | "-h" | "--help" => {
             println!("{}", include_str!("main.rs").lines().skip(2).take(5).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
             Ok(())
@@ -98,7 +100,7 @@ fn hashed_name(stem: &str, ext: &str, bytes: &[u8]) -> String {
 }
 
 /// site/dist/: the app (wasm + JS glue + CSS, content-hashed), index.html and the built data.
-fn dist() -> Result {
+fn dist(local: bool) -> Result {
     let root = root();
     if !toolchain_prefix().join("env.sh").exists() {
         return Err("the wasm toolchain is not installed: run `cargo xtask setup`".into());
@@ -171,7 +173,8 @@ fn dist() -> Result {
         .args(["run", "--quiet", "--release", "-p", "headroom-site", "--bin", "prerender", "--features", "ssr", "--", "--data"])
         .arg(root.join("dataset/data"))
         .arg("--site")
-        .arg(&out))?;
+        .arg(&out)
+        .args(local.then_some("--local")))?;
 
     precompress(&out)?;
 

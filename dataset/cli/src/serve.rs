@@ -75,6 +75,8 @@ const DRAIN_MAX: usize = 4 << 20;
 struct AppState {
     store: Arc<dyn Store>,
     index_html: Arc<String>,
+    /// The built site (for the per-language 404 pages).
+    site: Arc<PathBuf>,
     gpus: Arc<Vec<Gpu>>,
     limiter: Arc<RateLimiter>,
 }
@@ -355,15 +357,21 @@ async fn method_not_allowed() -> Response {
     error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this endpoint does not take that method")
 }
 
-/// Paths that are not files: client-side routes, answered with the app shell. Paths that look like
-/// files (an extension in the last segment) get a plain 404.
+/// Paths no file answers. Every page of the site is prerendered, so such a path is not a page:
+/// 404 with the "page not found" page of the language the path starts with (`/<lang>/404.html`),
+/// or the language chooser (`404.html`); paths that look like files (an extension in the last
+/// segment) get a plain 404.
 async fn app_shell(State(state): State<AppState>, uri: Uri) -> Response {
     let last = uri.path().rsplit('/').next().unwrap_or("");
     if last.contains('.') {
         return (StatusCode::NOT_FOUND, "not found\n").into_response();
     }
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], state.index_html.as_str().to_owned())
-        .into_response()
+    let lang = uri.path().trim_start_matches('/').split('/').next().and_then(headroom_core::Lang::from_code);
+    let page = lang
+        .and_then(|l| std::fs::read_to_string(state.site.join(l.code()).join("404.html")).ok())
+        .or_else(|| std::fs::read_to_string(state.site.join("404.html")).ok())
+        .unwrap_or_else(|| state.index_html.as_str().to_owned());
+    (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], page).into_response()
 }
 
 fn api_route(method: &str, path: &str, state: &AppState) -> MethodRouter<AppState> {
@@ -405,7 +413,7 @@ pub fn router(store: Arc<dyn Store>, site: &Path, gpus: Vec<Gpu>, limiter: RateL
     let index_html = std::fs::read_to_string(&index).map_err(|e| {
         format!("{}: {e} (build the site first: `cargo xtask dist`)", index.display())
     })?;
-    let state = AppState { store, index_html: Arc::new(index_html), gpus: Arc::new(gpus), limiter: Arc::new(limiter) };
+    let state = AppState { store, index_html: Arc::new(index_html), site: Arc::new(site.to_path_buf()), gpus: Arc::new(gpus), limiter: Arc::new(limiter) };
     Ok(router_with(state, site))
 }
 

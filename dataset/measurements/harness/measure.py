@@ -509,22 +509,12 @@ def param_bytes(model):
     return total
 
 
-def run_group(group, out_path):
-    import torch
-    cases = [c for c in all_cases() if c["group"] == group]
-    if not cases:
-        raise SystemExit(f"no group {group}")
-    torch.cuda.init()
-    torch.empty(1, device="cuda")  # creates the context
-    used_after_context = device_used(torch)
-    env = environment(torch)
-    first = cases[0]
+def build_model(torch, first):
+    """The model a group's cases run on, built from its first case's workload."""
     w0 = first["workload"]
-    t0 = time.time()
-    state = {}
     if w0["kind"] == "llm-inference":
-        model = build_llm(torch, w0["model"], dtype_of(torch, w0["weights"]))
-    elif w0["kind"] == "training":
+        return build_llm(torch, w0["model"], dtype_of(torch, w0["weights"]))
+    if w0["kind"] == "training":
         model = build_llm(torch, w0["model"], dtype_of(torch, w0["precision"]))
         model.config.use_cache = False
         if w0["method"] == "lora":
@@ -538,8 +528,41 @@ def run_group(group, out_path):
             lcfg = peft.LoraConfig(r=w0["lora_rank"], lora_alpha=2 * w0["lora_rank"], lora_dropout=0.0,
                                    target_modules=modules)
             model = peft.get_peft_model(model, lcfg)
-    else:
-        model = build_diffusion(torch, first)
+        return model
+    return build_diffusion(torch, first)
+
+
+def run_case(torch, model, case, state):
+    """Runs one case on its group's model; returns the run's detail."""
+    w = case["workload"]
+    if case["run"] == "generate":
+        return run_generate(torch, model, w)
+    if case["run"] == "forward-all-logits":
+        return run_forward(torch, model, w)
+    if case["run"] == "train-step":
+        return run_train(torch, model, w, state)
+    if case["run"] == "denoiser-step":
+        return run_denoiser(torch, model, w)
+    if case["run"] == "vae-decode":
+        return run_vae_decode(torch, model, w)
+    if case["run"] == "text-encode":
+        return run_text_encode(torch, model, w)
+    raise SystemExit(f"unknown run {case['run']}")
+
+
+def run_group(group, out_path):
+    import torch
+    cases = [c for c in all_cases() if c["group"] == group]
+    if not cases:
+        raise SystemExit(f"no group {group}")
+    torch.cuda.init()
+    torch.empty(1, device="cuda")  # creates the context
+    used_after_context = device_used(torch)
+    env = environment(torch)
+    first = cases[0]
+    t0 = time.time()
+    state = {}
+    model = build_model(torch, first)
     build_s = time.time() - t0
     weights = param_bytes(model)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -559,18 +582,7 @@ def run_group(group, out_path):
                "allocated_before": before_alloc, "reserved_before": before_reserved}
         t1 = time.time()
         try:
-            if case["run"] == "generate":
-                rec["detail"] = run_generate(torch, model, w)
-            elif case["run"] == "forward-all-logits":
-                rec["detail"] = run_forward(torch, model, w)
-            elif case["run"] == "train-step":
-                rec["detail"] = run_train(torch, model, w, state)
-            elif case["run"] == "denoiser-step":
-                rec["detail"] = run_denoiser(torch, model, w)
-            elif case["run"] == "vae-decode":
-                rec["detail"] = run_vae_decode(torch, model, w)
-            elif case["run"] == "text-encode":
-                rec["detail"] = run_text_encode(torch, model, w)
+            rec["detail"] = run_case(torch, model, case, state)
             torch.cuda.synchronize()
             rec["ok"] = True
         except torch.OutOfMemoryError as e:

@@ -20,8 +20,31 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
+/// The site's public address (`HEADROOM_SITE_URL`), set once in `main`: canonical links, og:url,
+/// hreflang alternates and the cite snippets all come from it.
+static SITE_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 fn site_url() -> String {
-    std::env::var("HEADROOM_SITE_URL").unwrap_or_else(|_| "http://127.0.0.1:8080".into()).trim_end_matches('/').to_string()
+    SITE_URL.get().cloned().unwrap_or_default()
+}
+
+/// Whether an address points at this machine (a build for the public site must not).
+fn is_loopback(url: &str) -> bool {
+    let host = url.split("://").nth(1).unwrap_or(url).split(['/', ':']).next().unwrap_or("");
+    host == "localhost" || host.starts_with("127.") || host == "[::1]" || host == "0.0.0.0" || host.is_empty()
+}
+
+/// The link-preview image of a page type (site/assets/og-*.png, written by scripts/og-images.py).
+fn og_image(route: &Route) -> &'static str {
+    match route {
+        Route::Home => "og-home.png",
+        Route::Calculator => "og-calculator.png",
+        Route::Claims | Route::Claim(_) => "og-claims.png",
+        Route::Gpus => "og-gpus.png",
+        Route::Guides | Route::Guide(_) => "og-guides.png",
+        Route::Probe => "og-probe.png",
+        Route::About => "og-about.png",
+    }
 }
 
 fn claim_review(ds: &Dataset, lang: Lang, id: &str, url: &str) -> Option<String> {
@@ -74,11 +97,13 @@ fn page_html(template: &str, lang: Lang, route: &Route, ds: &Arc<Dataset>, guide
     }
     let og_type = if matches!(route, Route::Claim(_) | Route::Guide(_)) { "article" } else { "website" };
     head += &format!(
-        "  <meta property=\"og:title\" content=\"{}\" />\n  <meta property=\"og:description\" content=\"{}\" />\n  <meta property=\"og:type\" content=\"{og_type}\" />\n  <meta property=\"og:url\" content=\"{}\" />\n  <meta property=\"og:site_name\" content=\"Headroom\" />\n  <meta property=\"og:locale\" content=\"{}\" />\n  <meta name=\"twitter:card\" content=\"summary\" />\n",
+        "  <meta property=\"og:title\" content=\"{}\" />\n  <meta property=\"og:description\" content=\"{}\" />\n  <meta property=\"og:type\" content=\"{og_type}\" />\n  <meta property=\"og:url\" content=\"{}\" />\n  <meta property=\"og:site_name\" content=\"Headroom\" />\n  <meta property=\"og:locale\" content=\"{}\" />\n  <meta property=\"og:image\" content=\"{}/{}\" />\n  <meta property=\"og:image:width\" content=\"1200\" />\n  <meta property=\"og:image:height\" content=\"630\" />\n  <meta name=\"twitter:card\" content=\"summary_large_image\" />\n",
         esc(&title),
         esc(&desc),
         esc(&url),
-        lang.bcp47().replace('-', "_")
+        lang.bcp47().replace('-', "_"),
+        esc(&site_url()),
+        og_image(route)
     );
     if let Route::Claim(id) = route {
         if let Some(json) = claim_review(ds, lang, id, &url) {
@@ -108,19 +133,45 @@ fn fnv(bytes: &[u8], mut h: u64) -> u64 {
 fn main() {
     let mut data = PathBuf::from("dataset/data");
     let mut site = PathBuf::from("site/dist");
+    let mut local = false;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
-            "--data" => data = PathBuf::from(&args[i + 1]),
-            "--site" => site = PathBuf::from(&args[i + 1]),
+            "--data" if i + 1 < args.len() => data = PathBuf::from(&args[i + 1]),
+            "--site" if i + 1 < args.len() => site = PathBuf::from(&args[i + 1]),
+            "--local" => {
+                local = true;
+                i += 1;
+                continue;
+            }
             other => {
-                eprintln!("prerender: unknown argument {other} (usage: prerender --data DIR --site DIR)");
+                eprintln!("prerender: unknown argument {other} (usage: prerender --data DIR --site DIR [--local])");
                 std::process::exit(2);
             }
         }
         i += 2;
     }
+    // One address for every absolute link. A build for the public site must name it; a local
+    // build (`--local`, what `cargo xtask serve` and the tests use) defaults to this machine.
+    let url = match std::env::var("HEADROOM_SITE_URL").ok().filter(|u| !u.trim().is_empty()) {
+        Some(u) => u.trim().trim_end_matches('/').to_string(),
+        None if local => "http://127.0.0.1:8080".to_string(),
+        None => {
+            eprintln!("prerender: set HEADROOM_SITE_URL to the site's public address (https://…), or pass --local for a build served on this machine");
+            std::process::exit(2);
+        }
+    };
+    if !url.starts_with("http://") && !url.starts_with("https://") {
+        eprintln!("prerender: HEADROOM_SITE_URL `{url}` is not an http(s) address");
+        std::process::exit(2);
+    }
+    if is_loopback(&url) && !local {
+        eprintln!("prerender: HEADROOM_SITE_URL `{url}` points at this machine; a public build needs the public address (or pass --local)");
+        std::process::exit(2);
+    }
+    SITE_URL.set(url.clone()).expect("set once");
+    headroom_site::pages::claims::set_site_url(&url);
     let files = headroom_core::files::read_tree(&data).unwrap_or_else(|e| {
         eprintln!("prerender: {e}");
         std::process::exit(1);
@@ -165,6 +216,18 @@ fn main() {
     );
     write(&site.join("index.html"), &root);
     write(&site.join("404.html"), &root);
+    // A "page not found" in each language (the server answers unknown paths under /<lang>/ with
+    // it, status 404; the service worker does the same offline).
+    for lang in Lang::ALL {
+        let ds = Arc::new(loaded.dataset.for_lang(lang));
+        let body = Owner::new().with(|| view! { <headroom_site::pages::NotFoundPage lang=lang ds=ds.clone() /> }.to_html());
+        let head = format!("<title>{} · Headroom</title>\n  <meta name=\"robots\" content=\"noindex\" />\n", esc(t(lang, k::NOTFOUND_TITLE)));
+        let html = template
+            .replacen("<html lang=\"en\">", &format!("<html lang=\"{}\">", lang.bcp47()), 1)
+            .replacen("<title>Headroom</title>\n", &head, 1)
+            .replacen("<body>", &format!("<body>\n<div id=\"prerendered\">{body}</div>"), 1);
+        write(&site.join(lang.code()).join("404.html"), &html);
+    }
 
     // The web app manifest and the service worker (precaches the app, the data, every language's
     // main pages; other pages come from the app shell offline).
@@ -176,14 +239,15 @@ fn main() {
         "icons": [
             {"src": "/icon-192.png", "sizes": "192x192", "type": "image/png"},
             {"src": "/icon-512.png", "sizes": "512x512", "type": "image/png"},
-            {"src": "/icon.svg", "sizes": "any", "type": "image/svg+xml"}
+            {"src": "/icon.svg", "sizes": "any", "type": "image/svg+xml"},
+            {"src": "/icon-maskable-512.png", "sizes": "512x512", "type": "image/png", "purpose": "maskable"}
         ]
     });
     write(&site.join("manifest.webmanifest"), &serde_json::to_string_pretty(&manifest).unwrap());
     let mut precache: Vec<String> = vec!["/".into(), "/index.html".into(), "/manifest.webmanifest".into()];
     for e in std::fs::read_dir(&site).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        if e.path().is_file() && (name.ends_with(".wasm") || name.ends_with(".js") && name != "sw.js" || name.ends_with(".css") || name.starts_with("icon")) {
+        if e.path().is_file() && (name.ends_with(".wasm") || name.ends_with(".js") && name != "sw.js" || name.ends_with(".css") || name.starts_with("icon")) && !name.ends_with(".br") && !name.ends_with(".gz") {
             precache.push(format!("/{name}"));
         }
     }
@@ -194,6 +258,7 @@ fn main() {
         for r in Route::NAV.iter() {
             precache.push(r.path(lang));
         }
+        precache.push(format!("/{}/404.html", lang.code()));
     }
     precache.sort();
     precache.dedup();

@@ -7,8 +7,15 @@ use leptos::prelude::*;
 use crate::routes::Route;
 use crate::ui::{breakable, source_kind_key, title_text, topic_label, ClaimRef, Data, VerdictBadge};
 
-/// The site's address for permalinks: the page's own origin in the browser, `HEADROOM_SITE_URL`
-/// (or the local server) when prerendering.
+static SITE_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the site's public address for the prerenderer (its `HEADROOM_SITE_URL`).
+pub fn set_site_url(url: &str) {
+    let _ = SITE_URL.set(url.trim_end_matches('/').to_string());
+}
+
+/// The site's address for permalinks: the page's own origin in the browser, the prerenderer's
+/// configured address when prerendering.
 pub fn site_url() -> String {
     #[cfg(feature = "csr")]
     {
@@ -16,7 +23,7 @@ pub fn site_url() -> String {
             return origin;
         }
     }
-    option_env!("HEADROOM_SITE_URL").unwrap_or("http://127.0.0.1:8080").trim_end_matches('/').to_string()
+    SITE_URL.get().cloned().unwrap_or_else(|| "http://127.0.0.1:8080".into())
 }
 
 /// Markdown, BBCode and plain-text citations of a claim. Each leads with the verdict and quotes

@@ -152,6 +152,12 @@ fn About(lang: Lang, ds: Data) -> impl IntoView {
     }
 }
 
+/// The whole "page not found" page in one language (the prerenderer writes one per language).
+#[component]
+pub fn NotFoundPage(lang: Lang, ds: Data) -> impl IntoView {
+    view! { <Layout lang=lang route=Route::Home title=t(lang, k::NOTFOUND_TITLE).to_string() ds=ds><NotFoundBody lang=lang /></Layout> }
+}
+
 #[component]
 pub fn NotFoundBody(lang: Lang) -> impl IntoView {
     view! {

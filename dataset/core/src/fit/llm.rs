@@ -167,7 +167,9 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
             }
             b.add("workspace", claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
             let dynamic = b.tensor_bytes() as f64 - weights;
-            add_runtime(ds, &mut b, dynamic)?;
+            // A single forward pass fragments little; generate() grows its cache and fragments more.
+            let share = if l.all_logits { "fit-allocator-headroom-llm-forward" } else { "fit-allocator-headroom-llm" };
+            add_runtime(ds, &mut b, dynamic, None, Some(share))?;
         }
         Engine::Vllm => {
             let util = match l.gpu_memory_utilization {

@@ -193,6 +193,13 @@ pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String>
         b.add("dequantized-layer", (params - embedding_params(m)) / layers * 2.0, &["training-qlora-loads-base-in-4bit"]);
     }
     let dynamic = b.tensor_bytes() as f64 - weights / shard(3) - lora_w - states;
-    add_runtime(ds, &mut b, dynamic)?;
+    // Autocast's weight copies, made again by the recomputed forward under checkpointing, leave
+    // more of the allocator's segments in pieces.
+    let headroom = match (p.mixed, t.gradient_checkpointing) {
+        (true, true) => "fit-allocator-headroom-training-autocast-checkpointing",
+        (true, false) => "fit-allocator-headroom-training-autocast",
+        _ => "fit-allocator-headroom-training",
+    };
+    add_runtime(ds, &mut b, dynamic, None, Some(headroom))?;
     Ok(b)
 }
