@@ -231,7 +231,7 @@ fn contradicted_claims_read_the_right_way_round() {
     let ds = &loaded().dataset;
     let esc = |s: &str| s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;");
     let (_, _, list_en) = get(&format!("{}{}", server.url, Route::Claims.path(Lang::En)));
-    let list_en = list_en.replace("<wbr/>", "").replace("<wbr>", "");
+    let list_en = list_en.replace("<wbr/>", "").replace("<wbr>", "").replace("<!>", "");
     for verdict in [Verdict::Contradicted, Verdict::Qualified] {
         let c = ds.claims.iter().find(|c| c.verdict == verdict && c.correction.is_some()).expect("such a claim");
         for lang in [Lang::En, Lang::Zh, Lang::It] {
@@ -241,9 +241,12 @@ fn contradicted_claims_read_the_right_way_round() {
             let verdict_word = t(lang, headroom_site::ui::verdict_key(verdict));
             let (_, _, html) = get(&format!("{}{}", server.url, Route::Claim(c.id.clone()).path(lang)));
             // Line-break opportunities in long tokens add no text.
-            let html = html.replace("<wbr/>", "").replace("<wbr>", "");
+            let html = html.replace("<wbr/>", "").replace("<wbr>", "").replace("<!>", "");
             let title_key = if verdict == Verdict::Contradicted { k::CLAIM_TITLE_CONTRADICTED } else { k::CLAIM_TITLE_QUALIFIED };
-            let title = fmt(lang, title_key, &[("said", &said)]);
+            // The page title (shortened to fit a tab) leads with the verdict and quotes what was said.
+            let title = headroom_site::pages::title(lang, &Route::Claim(c.id.clone()), &ds.for_lang(lang));
+            let lead = t(lang, title_key).split("{said}").next().unwrap();
+            assert!(title.starts_with(lead) && fmt(lang, title_key, &[("said", &said)]).starts_with(title.trim_end_matches(" · Headroom").trim_end_matches('…')), "{lang:?} {}: {title}", c.id);
             assert!(html.contains(&format!("<title>{}</title>", esc(&title))), "{lang:?} {}: title", c.id);
             assert!(html.contains(&format!("<meta property=\"og:title\" content=\"{}\" />", esc(&title))));
             // The preview's description leads with the verdict and what is true.
