@@ -61,7 +61,6 @@ pub fn term_label(lang: Lang, term: &str) -> String {
         "logits" => k::TERM_LOGITS,
         "workspace" => k::TERM_WORKSPACE,
         "cuda-context" => k::TERM_CUDA_CONTEXT,
-        "allocator-slack" => k::TERM_ALLOCATOR_SLACK,
         "allocator-headroom" => k::TERM_ALLOCATOR_HEADROOM,
         "gradients" => k::TERM_GRADIENTS,
         "optimizer-states" => k::TERM_OPTIMIZER_STATES,

@@ -142,12 +142,14 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
         let tokens = latent_frames * (lh / p) * (lw / p) + joint_text_tokens(ds, &m.id)?;
         b_eff * tokens * claim_number(ds, "fit-dit-working-set")? * hidden * act_bytes
     };
-    let den_claims: &[&str] = if m.id == "sd-1.5" {
-        &["fit-unet-sd15-working-set", "activations-scale-with-pixels"]
-    } else if is_unet(&m.id) {
-        &["fit-unet-sdxl-working-set", "activations-scale-with-pixels"]
-    } else {
-        &["fit-dit-working-set", "activations-scale-with-pixels"]
+    // The working-set claim of the architecture, and the pixels rule for the models it is about.
+    let scales = ds.claim("activations-scale-with-pixels").is_some_and(|c| c.models.iter().any(|x| *x == m.id));
+    let den_claims: &[&str] = match (m.id.as_str(), scales) {
+        ("sd-1.5", _) => &["fit-unet-sd15-working-set"],
+        (id, true) if is_unet(id) => &["fit-unet-sdxl-working-set", "activations-scale-with-pixels"],
+        (id, false) if is_unet(id) => &["fit-unet-sdxl-working-set"],
+        (_, true) => &["fit-dit-working-set", "activations-scale-with-pixels"],
+        (_, false) => &["fit-dit-working-set"],
     };
 
     // VAE decode: the working set per decoded pixel, one chunk at a time.
@@ -170,31 +172,59 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
     let te_act = te_weights * claim_number(ds, "fit-text-encoder-working-set")? / 100.0;
     let te_on_gpu = d.text_encoders == Placement::Gpu;
 
-    // Each weights term cites the claims that compute this model's component sizes from the
-    // catalog (derivations over `params(<model>, <role>)`), then the general rule on checkpoint
-    // size vs VRAM.
-    let about = |role: &str| -> Vec<String> {
-        let pattern = format!("params({}, {role}", m.id);
-        ds.claims
+    // Each weights term cites the claims about this model's component in this kind of format:
+    // derivations over `params(<model>, <role>)` (or claims naming the model that derive the same
+    // role), a GGUF claim only for a GGUF format and a float one only for a float format; when the
+    // dataset has none for the model, the claim that gives the format's bytes per parameter.
+    let is_gguf = |q: &crate::Quant| matches!(q.family, crate::QuantFamily::GgufType | crate::QuantFamily::GgufScheme);
+    let about = |role: &str, q: &crate::Quant| -> Vec<String> {
+        let own = format!("params({}, {role}", m.id);
+        let any_role = format!(", {role}");
+        let mut found: Vec<String> = ds
+            .claims
             .iter()
             .filter(|c| c.verdict != crate::Verdict::Contradicted)
-            .filter(|c| c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains(&pattern))))
+            .filter(|c| {
+                c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains(&own)))
+                    || (c.models.iter().any(|x| *x == m.id) && c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains(&any_role))))
+            })
+            .filter(|c| {
+                // A claim about GGUF files only for a GGUF format, and the other way round.
+                let text = c.conditions.values().chain(std::iter::once(&c.statement.en)).any(|v| v.contains("GGUF") || v.contains("Q4_K") || v.contains("Q8_0"));
+                text == is_gguf(q)
+            })
             .take(2)
             .map(|c| c.id.clone())
-            .collect()
+            .collect();
+        if found.is_empty() {
+            let generic = if is_gguf(q) {
+                if q.bits >= 8.0 { "bits-per-weight-q8-0" } else { "bits-per-weight-q4-k-m" }
+            } else if q.bits >= 32.0 {
+                "bytes-per-param-fp32"
+            } else if q.bits >= 16.0 {
+                "bytes-per-param-16bit"
+            } else {
+                "bytes-per-param-8bit"
+            };
+            found.push(generic.to_string());
+        }
+        // The rule that a checkpoint file is not its runtime memory is about SD 1.5 files.
+        if m.id == "sd-1.5" && role == "denoiser" {
+            found.push("checkpoint-file-size-vs-runtime-vram".into());
+        }
+        found
     };
-    let mut w_owned = about("denoiser");
-    if !w_owned.iter().any(|c| c == "checkpoint-file-size-vs-runtime-vram") {
-        w_owned.push("checkpoint-file-size-vs-runtime-vram".into());
-    }
-    let mut te_owned = about("text-encoder");
-    if te_owned.is_empty() {
-        te_owned.push("checkpoint-file-size-vs-runtime-vram".into());
-    }
+    let te_q = quant(ds, &te_fmt, "text_encoder_precision")?;
+    let w_owned = about("denoiser", den_fmt);
+    let te_owned = about("text-encoder", te_q);
+    let vae_q = quant(ds, if act_bytes == 4.0 { "fp32" } else { "bf16" }, "precision")?;
+    let vae_owned = about("vae", vae_q);
     let w_claims: Vec<&str> = w_owned.iter().map(String::as_str).collect();
     let w_claims = w_claims.as_slice();
     let te_claims: Vec<&str> = te_owned.iter().map(String::as_str).collect();
     let te_claims = te_claims.as_slice();
+    let vae_w_claims: Vec<&str> = vae_owned.iter().map(String::as_str).collect();
+    let vae_w_claims = vae_w_claims.as_slice();
     match d.component {
         Component::Denoiser => {
             b.add("weights", den_resident, w_claims);
@@ -208,7 +238,7 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
             if vae.is_none() {
                 return Err(format!("the catalog has no VAE for `{}`", m.id));
             }
-            b.add("vae-weights", vae_weights, &["fit-vae-decode-working-set"]);
+            b.add("vae-weights", vae_weights, vae_w_claims);
             b.add("activations", vae_act, vae_claims);
         }
         Component::Pipeline => {
@@ -222,7 +252,7 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
                     if te_on_gpu {
                         b.add("text-encoder-weights", te_weights, te_claims);
                     }
-                    b.add("vae-weights", vae_weights, &["fit-vae-decode-working-set"]);
+                    b.add("vae-weights", vae_weights, vae_w_claims);
                     let (act, claims) = [(den_act, den_claims), (vae_act, vae_claims), (if te_on_gpu { te_act } else { 0.0 }, &["fit-text-encoder-working-set"][..])]
                         .into_iter()
                         .fold((0.0, den_claims), |acc, x| if x.0 > acc.0 { x } else { acc });
@@ -243,7 +273,7 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
                             b.add("activations", den_act, den_claims);
                         }
                         "vae-decode" => {
-                            b.add("vae-weights", vae_weights, &["fit-vae-decode-working-set"]);
+                            b.add("vae-weights", vae_weights, vae_w_claims);
                             b.add("activations", vae_act, vae_claims);
                         }
                         _ => {

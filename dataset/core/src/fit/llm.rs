@@ -78,13 +78,27 @@ pub(crate) fn weight_bytes(m: &Llm, q: &Quant) -> f64 {
     }
 }
 
+/// The claims that give a weight format's bytes per parameter: the generic ones by precision,
+/// and for GGUF types the claims that derive that type's size.
 pub(crate) fn weight_claims(q: &Quant) -> Vec<&'static str> {
-    match (q.family, q.bits as u32) {
-        (QuantFamily::Float, 16..) => vec!["llm-weights-16bit-8b-32b-70b"],
-        (QuantFamily::Float, 8) => vec!["fp8-halves-weights-native-ada-hopper-blackwell", "llm-weights-8bit-8b-32b-70b"],
-        (QuantFamily::Awq | QuantFamily::Gptq, _) => vec!["awq-gptq-4bit-quarter-of-16bit"],
-        (_, 0..=6) => vec!["llm-weights-4bit-8b-32b-70b"],
-        _ => vec!["llm-weights-8bit-8b-32b-70b"],
+    let id = q.id.to_ascii_uppercase();
+    match q.family {
+        QuantFamily::Float if q.bits >= 32.0 => vec!["bytes-per-param-fp32"],
+        QuantFamily::Float if q.bits >= 16.0 => vec!["bytes-per-param-16bit"],
+        QuantFamily::Float | QuantFamily::Int if q.bits >= 8.0 => vec!["bytes-per-param-8bit"],
+        QuantFamily::Awq | QuantFamily::Gptq => vec!["awq-gptq-4bit-quarter-of-16bit"],
+        QuantFamily::Bnb | QuantFamily::Int => vec!["bytes-per-param-4bit", "training-qlora-loads-base-in-4bit"],
+        QuantFamily::Float => vec!["bytes-per-param-8bit"],
+        QuantFamily::GgufType | QuantFamily::GgufScheme => match id.as_str() {
+            "Q8_0" => vec!["bits-per-weight-q8-0"],
+            "Q6_K" => vec!["llama31-8b-weights-q6-k"],
+            "Q5_K" | "Q5_K_M" | "Q5_K_S" | "Q5_0" | "Q5_1" => vec!["llama31-8b-weights-q5-k-m"],
+            "Q3_K" | "Q3_K_M" | "Q3_K_S" | "Q3_K_L" => vec!["llama31-8b-weights-q3-k-m"],
+            "Q4_K" | "Q4_K_M" | "Q4_K_S" | "Q4_0" | "Q4_1" | "IQ4_XS" | "IQ4_NL" => vec!["bits-per-weight-q4-k-m"],
+            "F16" | "BF16" => vec!["bytes-per-param-16bit"],
+            _ if q.bits >= 8.0 => vec!["bits-per-weight-q8-0"],
+            _ => vec!["llm-weights-4bit-8b-32b-70b"],
+        },
     }
 }
 
@@ -196,7 +210,12 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
             let on_gpu = l.gpu_layers.unwrap_or(layers).min(layers);
             let share = on_gpu as f64 / layers as f64;
             b.add("weights", weights * share, &weight_claims(wq));
-            b.add("kv-cache", kv_bytes * share, &["llamacpp-context-layers-kv-type", "kv-cache-grows-with-context-and-users"]);
+            let kv_claims: &[&str] = if l.engine == Engine::Ollama {
+                &["llamacpp-context-layers-kv-type", "kv-cache-grows-with-context-and-users"]
+            } else {
+                &["llamacpp-context-layers-kv-type"]
+            };
+            b.add("kv-cache", kv_bytes * share, kv_claims);
             // Compute buffer: one micro-batch through the widest layer plus its logits, in fp32.
             b.add(
                 "compute-buffer",
