@@ -208,3 +208,30 @@ fn levers_and_plans_cite_existing_claims_that_are_not_contradicted() {
         }
     }
 }
+
+#[test]
+fn every_calculator_link_in_the_guides_opens_with_every_control_filled() {
+    let ds = &loaded().dataset;
+    let mut n = 0;
+    for entry in std::fs::read_dir(headroom_e2e::repo_root().join("i18n/en/guides")).unwrap().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        for link in text.split("(calc:").skip(1) {
+            let query = &link[..link.find(')').unwrap()];
+            let s = complete(ds, &parse_query(query));
+            let controls: &[&str] = match s["kind"].as_str().unwrap() {
+                "training" => &["model", "method", "precision", "optimizer", "seq", "batch", "gradient_checkpointing", "lora_rank", "gpus", "zero"],
+                "diffusion" => &["model", "precision", "width", "height", "batch", "cfg", "component", "text_encoders", "offload", "block_swap", "tiled_vae"],
+                _ => &["model", "engine", "weights", "kv_cache", "context", "batch"],
+            };
+            for c in controls {
+                assert!(s.contains_key(*c), "{}: {query} opens without `{c}`", entry.path().display());
+            }
+            // The completed link computes what the link meant.
+            let short = fit(ds, &Workload::from_value(&Value::Object(parse_query(query))).unwrap()).unwrap();
+            let full = fit(ds, &Workload::from_value(&Value::Object(s)).unwrap()).unwrap();
+            assert_eq!(short.peak_bytes, full.peak_bytes, "{query}");
+            n += 1;
+        }
+    }
+    assert!(n >= 30, "{n} calculator links");
+}
