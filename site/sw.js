@@ -1,8 +1,11 @@
 // Headroom's service worker (written by the prerenderer, which fills in the cache name and the
-// list). It precaches the app, the data and every language's main pages; a new deployment has a
+// lists). It precaches the app; a language's data and main pages when a page in that language asks
+// (index.html posts {cacheLang} once the page is idle); a new deployment has a
 // new cache name, installs alongside, takes over and deletes the old cache.
 const CACHE = "__CACHE__";
 const PRECACHE = __PRECACHE__;
+// Each language's offline set (data and main pages), cached when a page in it asks.
+const LANGS = __LANGS__;
 // The shapes of the site's pages (routes.rs): anything else is not a page.
 const PAGE = /^\/(pt|es|zh|it|en)\/(|calculator\/|claims\/|claims\/[a-z0-9.-]+\/|gpus\/|guides\/|guides\/[a-z0-9-]+\/|probe\/|about\/)$/;
 
@@ -10,10 +13,29 @@ self.addEventListener("install", (event) => {
   event.waitUntil(caches.open(CACHE).then((c) => c.addAll(PRECACHE)).then(() => self.skipWaiting()));
 });
 
+// A language's offline set, into the current cache (one missing file does not stop the rest).
+const cacheLanguage = (lang) =>
+  caches.open(CACHE).then((c) => Promise.all((LANGS[lang] || []).map((u) => c.match(u).then((hit) => hit || c.add(u)).catch(() => null))));
+
+self.addEventListener("message", (event) => {
+  const lang = event.data && event.data.cacheLang;
+  if (LANGS[lang]) event.waitUntil(cacheLanguage(lang));
+});
+
 self.addEventListener("activate", (event) => {
   event.waitUntil(
     caches.keys()
-      .then((keys) => Promise.all(keys.filter((k) => k.startsWith("headroom-") && k !== CACHE).map((k) => caches.delete(k))))
+      .then(async (keys) => {
+        const old = keys.filter((k) => k.startsWith("headroom-") && k !== CACHE);
+        // The languages an earlier version had cached come along into the new cache.
+        for (const k of old) {
+          const c = await caches.open(k);
+          for (const lang of Object.keys(LANGS)) {
+            if (await c.match(`/data/${lang}.json`)) await cacheLanguage(lang);
+          }
+        }
+        await Promise.all(old.map((k) => caches.delete(k)));
+      })
       .then(() => self.clients.claim())
   );
 });

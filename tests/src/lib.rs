@@ -271,6 +271,11 @@ impl Browser {
         }
     }
 
+    /// Runs a Chrome DevTools Protocol command (e.g. `Emulation.setCPUThrottlingRate`).
+    pub fn cdp(&self, cmd: &str, params: Value) -> Value {
+        self.cmd("POST", "/goog/cdp/execute", Some(json!({ "cmd": cmd, "params": params })))
+    }
+
     /// Sets the window size (phone or desktop width).
     pub fn resize(&self, width: u32, height: u32) {
         self.cmd("POST", "/window/rect", Some(json!({ "width": width, "height": height })));

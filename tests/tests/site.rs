@@ -86,10 +86,24 @@ fn after_one_visit_the_site_works_offline() {
     let tmp = TempDir::new("site-offline");
     let mut server = server(&tmp);
     let b = Browser::start();
+    // Waits until the service worker has a language's offline set.
+    let cached = |lang: &str| {
+        b.wait_js(&format!("caches.match('/data/{lang}.json').then(r => window.__c_{lang} = !!r); return window.__c_{lang} === true"));
+    };
     b.goto(&format!("{}/en/", server.url));
     wait_app(&b);
-    // The service worker installs (precaching the app and the data) and takes control.
+    // The service worker installs (precaching the app) and takes control; once the page is idle
+    // it caches this language's data and main pages.
     b.wait_js("return !!navigator.serviceWorker.controller");
+    cached("en");
+    // A first visit does not precache the other languages: each follows when first visited.
+    b.js("caches.match('/data/es.json').then(r => window.__es = !!r); return 1");
+    b.wait_js("return window.__es === false");
+    for lang in [Lang::It, Lang::Zh, Lang::Pt] {
+        b.goto(&format!("{}{}", server.url, Route::Home.path(lang)));
+        wait_app(&b);
+        cached(lang.code());
+    }
     server.stop();
     b.goto(&format!("{}{}?kind=training", server.url, Route::Calculator.path(Lang::En)));
     wait_app(&b);
@@ -141,7 +155,7 @@ fn prerendered_pages_read_without_javascript_and_carry_their_metadata() {
     assert!(manifest.contains("icon-512.png"));
     let (status, _, sw) = get(&format!("{}/sw.js", server.url));
     assert_eq!(status, 200);
-    assert!(sw.contains("/data/zh.json") && sw.contains("headroom-"));
+    assert!(sw.contains("/data/zh.json") && sw.contains("headroom-") && sw.contains("cacheLang"));
 }
 
 #[test]

@@ -229,7 +229,7 @@ fn main() {
         write(&site.join(lang.code()).join("404.html"), &html);
     }
 
-    // The web app manifest and the service worker (precaches the app, the data, every language's
+    // The web app manifest and the service worker (precaches the app; each language's data and
     // main pages; other pages come from the app shell offline).
     let manifest = serde_json::json!({
         "name": "Headroom", "short_name": "Headroom",
@@ -251,26 +251,28 @@ fn main() {
             precache.push(format!("/{name}"));
         }
     }
+    // Each language's offline set: cached when a page in that language asks (a first visit
+    // precaches the app and one language, not five).
+    let mut langs = serde_json::Map::new();
     for lang in Lang::ALL {
-        precache.push(format!("/data/{}.json", lang.code()));
-        precache.push(format!("/data/guides-{}.json", lang.code()));
-        precache.push(format!("/data/details-{}.json", lang.code()));
-        for r in Route::NAV.iter() {
-            precache.push(r.path(lang));
-        }
-        precache.push(format!("/{}/404.html", lang.code()));
+        let mut set = vec![format!("/data/{}.json", lang.code()), format!("/data/guides-{}.json", lang.code()), format!("/data/details-{}.json", lang.code())];
+        set.extend(Route::NAV.iter().map(|r| r.path(lang)));
+        set.push(format!("/{}/404.html", lang.code()));
+        langs.insert(lang.code().to_string(), serde_json::json!(set));
     }
     precache.sort();
     precache.dedup();
+    let every: Vec<String> = precache.iter().cloned().chain(langs.values().flat_map(|v| v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()))).collect();
     let mut h = 0xcbf29ce484222325u64;
-    for p in &precache {
+    for p in &every {
         let file = if p.ends_with('/') { site.join(p.trim_start_matches('/')).join("index.html") } else { site.join(p.trim_start_matches('/')) };
         h = fnv(p.as_bytes(), h);
         h = fnv(&std::fs::read(&file).unwrap_or_else(|e| panic!("precache {}: {e}", file.display())), h);
     }
     let sw = include_str!("../../sw.js")
         .replace("__CACHE__", &format!("headroom-{h:016x}"))
-        .replace("__PRECACHE__", &serde_json::to_string(&precache).unwrap());
+        .replace("__PRECACHE__", &serde_json::to_string(&precache).unwrap())
+        .replace("__LANGS__", &serde_json::to_string(&langs).unwrap());
     write(&site.join("sw.js"), &sw);
-    println!("prerender: {pages} pages, service worker precaches {} URLs", precache.len());
+    println!("prerender: {pages} pages, service worker precaches {} URLs and {} more per language", precache.len(), langs.values().next().map(|v| v.as_array().unwrap().len()).unwrap_or(0));
 }
