@@ -425,7 +425,7 @@ pub(crate) fn levers(ds: &Dataset, w: &Workload, base_peak: u64, budget: Option<
 }
 
 /// Candidates the plan search may run the engine on before it gives up.
-const MAX_EVALUATIONS: usize = 4000;
+const MAX_EVALUATIONS: usize = 1500;
 
 /// The cheapest combination of levers that brings the workload within `budget` bytes; `None`
 /// when it already fits or when nothing the levers reach fits.
