@@ -78,6 +78,12 @@ fn bytes_of(ds: &Dataset, fmt: &str, field: &str) -> Result<f64, String> {
 }
 
 pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String> {
+    breakdown_with(ds, d, true)
+}
+
+/// The breakdown; without `cite` the weights terms skip looking up their claims (the searches
+/// over the engine only need the peak, and the lookup scans every claim).
+pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<Breakdown, String> {
     let m = ds.diffusion_model(&d.model).ok_or_else(|| {
         if ds.llm(&d.model).is_some() {
             format!("field `model`: `{}` is an LLM; use \"kind\": \"llm-inference\" or \"training\"", d.model)
@@ -178,6 +184,9 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
     // dataset has none for the model, the claim that gives the format's bytes per parameter.
     let is_gguf = |q: &crate::Quant| matches!(q.family, crate::QuantFamily::GgufType | crate::QuantFamily::GgufScheme);
     let about = |role: &str, q: &crate::Quant| -> Vec<String> {
+        if !cite {
+            return Vec::new();
+        }
         let own = format!("params({}, {role}", m.id);
         let any_role = format!(", {role}");
         let mut found: Vec<String> = ds

@@ -370,7 +370,7 @@ fn apply(base: &Workload, changes: &[(&'static str, Value)]) -> Workload {
 }
 
 fn peak(ds: &Dataset, w: &Workload) -> Option<u64> {
-    breakdown(ds, w).ok().map(|b| total(&b))
+    peak_of(ds, w)
 }
 
 fn label(changes: &[(&'static str, Value)]) -> String {

@@ -242,6 +242,16 @@ pub(crate) fn breakdown(ds: &Dataset, w: &Workload) -> Result<Breakdown, String>
     }
 }
 
+/// The peak alone (what the searches over the engine need): the same breakdown, without the
+/// claim lookups that only the shown result needs.
+pub(crate) fn peak_of(ds: &Dataset, w: &Workload) -> Option<u64> {
+    let b = match w {
+        Workload::Diffusion(d) => diffusion::breakdown_with(ds, d, false),
+        other => breakdown(ds, other),
+    };
+    b.ok().map(|b| total(&b))
+}
+
 fn total(b: &Breakdown) -> u64 {
     b.terms.iter().map(|t| t.bytes).sum()
 }

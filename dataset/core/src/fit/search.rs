@@ -76,7 +76,7 @@ pub fn weight_ladder(engine: &Engine) -> &'static [&'static str] {
 pub const DIFFUSION_LADDER: [&str; 5] = ["bf16", "fp8", "Q8_0", "Q5_K_M", "Q4_K_S"];
 
 fn peak(ds: &Dataset, w: &Workload) -> Option<u64> {
-    breakdown(ds, w).ok().map(|b| total(&b))
+    peak_of(ds, w)
 }
 
 /// The largest `x` in `lo..=hi` with `fits(x)`, given that the peak grows with `x`; `None` when
