@@ -15,7 +15,7 @@ use crate::pages::{NotFoundBody, Page};
 use crate::routes::Route;
 use crate::ui::LANG_KEY;
 
-async fn fetch_text(url: &str) -> Result<String, String> {
+pub(crate) async fn fetch_text(url: &str) -> Result<String, String> {
     let window = web_sys::window().ok_or("no window")?;
     let resp = JsFuture::from(window.fetch_with_str(url)).await.map_err(|e| format!("{url}: {e:?}"))?;
     let resp: web_sys::Response = resp.dyn_into().map_err(|_| format!("{url}: not a response"))?;
@@ -26,9 +26,14 @@ async fn fetch_text(url: &str) -> Result<String, String> {
     body.as_string().ok_or_else(|| format!("{url}: body is not text"))
 }
 
-/// The compact dataset for one language (`dataset build` writes `/data/<lang>.json`).
+/// Where the compact dataset of a language is (`dataset build` writes `/data/<lang>.json`).
+pub(crate) fn data_url(lang: Lang) -> String {
+    format!("/data/{}.json", lang.code())
+}
+
+/// The compact dataset for one language.
 pub async fn dataset(lang: Lang) -> Result<Arc<Dataset>, String> {
-    let url = format!("/data/{}.json", lang.code());
+    let url = data_url(lang);
     let body = fetch_text(&url).await?;
     Dataset::from_json(&body).map(Arc::new).map_err(|e| format!("{url}: {e}"))
 }

@@ -115,14 +115,17 @@ mod browser {
         serde_json::from_str(&text).map_err(|e| e.to_string())
     }
 
-    /// What recognising a diffusion checkpoint and naming formats need from the catalog.
-    fn catalog(ds: &Dataset) -> String {
-        serde_json::to_string(&Dataset { diffusion: ds.diffusion.clone(), quant: ds.quant.clone(), ..Dataset::default() }).unwrap_or_default()
+    /// What recognising a diffusion checkpoint and naming formats need from the catalog: the
+    /// page's data file as served (already in the browser's cache), which the parsers read.
+    async fn catalog() -> Result<String, String> {
+        let path = leptos::prelude::window().location().pathname().unwrap_or_default();
+        let lang = crate::routes::Route::parse(&path).map(|(l, _)| l).unwrap_or(headroom_core::Lang::En);
+        crate::app::fetch_text(&crate::app::data_url(lang)).await
     }
 
     /// A file read earlier that needs its config.json: its description with that config.
-    pub async fn describe_with(ds: &Dataset, facts: &Value, config: &str) -> Result<Value, String> {
-        let answer = modelfile_call("describeWith", &[JsValue::from_str(&facts.to_string()), JsValue::from_str(config), JsValue::from_str(&catalog(ds))]).await?;
+    pub async fn describe_with(facts: &Value, config: &str) -> Result<Value, String> {
+        let answer = modelfile_call("describeWith", &[JsValue::from_str(&facts.to_string()), JsValue::from_str(config), JsValue::from_str(&catalog().await?)]).await?;
         match answer.get("error").and_then(Value::as_str) {
             Some(e) => Err(e.to_string()),
             None => Ok(answer["description"].clone()),
@@ -148,8 +151,8 @@ mod browser {
     /// Reads a file's header: a first slice, then as many bytes from the start as the parser
     /// asks for (JSON files whole, up to 64 MiB). The answer holds the file's `facts` and its
     /// `description` (`headroom_core::modelfile::describe`), as JSON.
-    pub async fn read_file(ds: &Dataset, file: web_sys::File) -> Result<Value, String> {
-        let catalog = catalog(ds);
+    pub async fn read_file(file: web_sys::File) -> Result<Value, String> {
+        let catalog = catalog().await?;
         let len = file.size();
         let is_json = file.name().to_ascii_lowercase().ends_with(".json");
         if is_json && len > 64.0 * 1024.0 * 1024.0 {

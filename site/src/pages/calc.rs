@@ -797,19 +797,16 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
         }
     };
     #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
-    let ds_p = ds.clone();
-    #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
     let apply_p = apply_description.clone();
     let on_paste = move |_| {
         let text = paste.get_untracked();
         match pending.get_untracked() {
             #[cfg(feature = "csr")]
             Some(facts) => {
-                let ds = ds_p.clone();
                 let apply = apply_p.clone();
                 busy.set(true);
                 leptos::task::spawn_local(async move {
-                    match crate::own_model::describe_with(&ds, &facts, &text).await {
+                    match crate::own_model::describe_with(&facts, &text).await {
                         Ok(d) => apply(&d),
                         Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &e)]))),
                     }
@@ -839,14 +836,12 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
     };
     #[cfg(feature = "csr")]
     let read = {
-        let ds = ds.clone();
         move |file: web_sys::File| {
             busy.set(true);
             message.set(None);
-            let ds = ds.clone();
             let apply = apply_description.clone();
             leptos::task::spawn_local(async move {
-                match crate::own_model::read_file(&ds, file).await {
+                match crate::own_model::read_file(file).await {
                     Ok(answer) => {
                         let facts = &answer["facts"];
                         if facts["diffusion"].is_null() && facts["hf_config"].is_null() && facts["needs_config"] == json!(true) {
