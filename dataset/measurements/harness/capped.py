@@ -5,8 +5,8 @@ given total (the fit engine's prediction) and finds the smallest total each case
     python3 capped.py --caps caps.json --out capped.jsonl [--search]
 
 `caps.json` is a list of {"id": case id (measure.py --list), "predicted": bytes}: the engine's
-predicted total for the case (`dataset fit`'s peak_bytes, CUDA context included), written by
-`dataset capped-caps` (see dataset/README.md).
+predicted total for the case: `dataset fit`'s peak_bytes (CUDA context included) for the case's
+workload, e.g. `target/debug/dataset fit --input - < workload.json`.
 
 Each case runs in its group's process on the model measure.py builds (random weights from the
 architecture values). First an uncapped warm-up run, which loads the kernels; then the memory the

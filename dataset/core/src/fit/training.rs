@@ -194,12 +194,14 @@ pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String>
     }
     let dynamic = b.tensor_bytes() as f64 - weights / shard(3) - lora_w - states;
     // Autocast's weight copies, made again by the recomputed forward under checkpointing, leave
-    // more of the allocator's segments in pieces.
-    let headroom = match (p.mixed, t.gradient_checkpointing) {
-        (true, true) => "fit-allocator-headroom-training-autocast-checkpointing",
-        (true, false) => "fit-allocator-headroom-training-autocast",
-        _ => "fit-allocator-headroom-training",
+    // more of the allocator's segments in pieces. The base is what a small step needs whatever its
+    // size: with few transient bytes a share of them does not leave room for the loss's largest
+    // blocks (the fp32 logits) among the cached segments.
+    let (base, share) = match (p.mixed, t.gradient_checkpointing) {
+        (true, true) => ("fit-allocator-headroom-training-base", "fit-allocator-headroom-training-autocast-checkpointing"),
+        (true, false) => ("fit-allocator-headroom-training-autocast-base", "fit-allocator-headroom-training-autocast"),
+        _ => ("fit-allocator-headroom-training-base", "fit-allocator-headroom-training"),
     };
-    add_runtime(ds, &mut b, dynamic, None, Some(headroom))?;
+    add_runtime(ds, &mut b, dynamic, Some(base), Some(share))?;
     Ok(b)
 }
