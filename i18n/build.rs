@@ -49,6 +49,23 @@ fn main() {
         writeln!(code, "    pub const {name}: Key = Key({i});").unwrap();
     }
     writeln!(code, "}}").unwrap();
+    // The key list's fingerprint (FNV-1a 64): a table loaded at run time must carry the same one.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for (key, _) in reference {
+        for b in key.bytes().chain([b'\n']) {
+            h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+        }
+    }
+    writeln!(code, "/// The fingerprint of the key list (the first element of a table loaded at run time).").unwrap();
+    writeln!(code, "pub const KEYS_HASH: &str = \"{h:016x}\";").unwrap();
+    writeln!(code, "/// How many keys there are.").unwrap();
+    writeln!(code, "pub const KEY_COUNT: usize = {};", reference.len()).unwrap();
+    if std::env::var_os("CARGO_FEATURE_RUNTIME").is_some() {
+        // The browser build: the strings come from `data/ui-<lang>.json` (see `load`).
+        let out = Path::new(&std::env::var("OUT_DIR").unwrap()).join("strings.rs");
+        std::fs::write(out, code).unwrap();
+        return;
+    }
     writeln!(code, "pub const KEYS: [&str; {}] = {:?};", reference.len(), reference.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()).unwrap();
     writeln!(code, "static STRINGS: [[&str; {}]; 5] = [", reference.len()).unwrap();
     for (_, table) in &tables {

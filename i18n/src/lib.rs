@@ -1,7 +1,12 @@
-//! Headroom's UI strings, compiled in from `i18n/<lang>/ui.toml`.
+//! Headroom's UI strings, compiled from `i18n/<lang>/ui.toml`.
 //!
 //! `t(lang, k::SOME_KEY)` returns the string; an unknown key is a compile error and a key missing
 //! from any language fails the build (see build.rs). Numbers never live here: they come from claims.
+//!
+//! Native builds (prerenderer, CLI, tests) have every language compiled in. The browser build
+//! (feature `runtime`) has none: it loads the page's language from `data/ui-<lang>.json`
+//! (`dataset build` writes it with `table_json`) before it renders, so the app carries only the
+//! language it shows.
 
 use headroom_core::Lang;
 
@@ -24,10 +29,56 @@ fn row(lang: Lang) -> usize {
     }
 }
 
-/// The string for `key` in `lang`.
+/// The string for `key` in `lang` (in the browser build, empty until `load` has the language).
+#[cfg(not(feature = "runtime"))]
 pub fn t(lang: Lang, key: Key) -> &'static str {
     STRINGS[row(lang)][key.0]
 }
+
+/// Whether `t` has the strings of `lang` (always, natively).
+#[cfg(not(feature = "runtime"))]
+pub fn is_loaded(_lang: Lang) -> bool {
+    true
+}
+
+/// One language's table as `data/ui-<lang>.json` holds it: the key list's fingerprint, then the
+/// strings in key order.
+#[cfg(not(feature = "runtime"))]
+pub fn table_json(lang: Lang) -> String {
+    let mut v: Vec<&str> = vec![KEYS_HASH];
+    v.extend(STRINGS[row(lang)].iter().copied());
+    serde_json::to_string(&v).expect("strings serialize")
+}
+
+#[cfg(feature = "runtime")]
+mod runtime {
+    use super::*;
+    use std::sync::OnceLock;
+
+    static TABLES: [OnceLock<Vec<&'static str>>; 5] = [const { OnceLock::new() }; 5];
+
+    pub fn t(lang: Lang, key: Key) -> &'static str {
+        TABLES[row(lang)].get().map(|v| v[key.0]).unwrap_or("")
+    }
+
+    pub fn is_loaded(lang: Lang) -> bool {
+        TABLES[row(lang)].get().is_some()
+    }
+
+    /// Takes a language's table (`table_json`'s text); refuses one written for another key list.
+    pub fn load(lang: Lang, json: &str) -> Result<(), String> {
+        let v: Vec<String> = serde_json::from_str(json).map_err(|e| format!("ui-{}.json: {e}", lang.code()))?;
+        if v.first().map(String::as_str) != Some(KEYS_HASH) || v.len() != KEY_COUNT + 1 {
+            return Err(format!("ui-{}.json was written for another version of the site", lang.code()));
+        }
+        // Kept for the life of the page (at most five tables).
+        let strings = v.into_iter().skip(1).map(|s| &*Box::leak(s.into_boxed_str())).collect();
+        let _ = TABLES[row(lang)].set(strings);
+        Ok(())
+    }
+}
+#[cfg(feature = "runtime")]
+pub use runtime::{is_loaded, load, t};
 
 /// The string with `{name}` placeholders replaced.
 pub fn fmt(lang: Lang, key: Key, args: &[(&str, &str)]) -> String {
@@ -39,10 +90,12 @@ pub fn fmt(lang: Lang, key: Key, args: &[(&str, &str)]) -> String {
 }
 
 /// Every key of the tables (for tests that look for one language's strings on another's pages).
+#[cfg(not(feature = "runtime"))]
 pub fn all_keys() -> impl Iterator<Item = Key> {
     (0..KEYS.len()).map(Key)
 }
 
+#[cfg(not(feature = "runtime"))]
 impl Key {
     /// The dotted name of the key, e.g. `home.title`.
     pub fn name(self) -> &'static str {
@@ -120,6 +173,14 @@ mod tests {
     #[test]
     fn placeholders_are_found() {
         assert_eq!(placeholders("{a} and {b_2} but not { x } or {}").into_iter().collect::<Vec<_>>(), ["a", "b_2"]);
+    }
+
+    #[test]
+    fn a_table_for_the_browser_carries_the_key_fingerprint_then_every_string() {
+        let v: Vec<String> = serde_json::from_str(&table_json(Lang::Zh)).unwrap();
+        assert_eq!(v[0], KEYS_HASH);
+        assert_eq!(v.len(), KEYS.len() + 1);
+        assert_eq!(v[1 + k::HOME_TITLE.0], t(Lang::Zh, k::HOME_TITLE));
     }
 
     #[test]

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use headroom_core::{Dataset, Lang};
-use headroom_i18n::{fmt, k, t};
+use headroom_i18n::{fmt, k};
 use leptos::ev;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
-use crate::pages::{NotFoundBody, Page};
+use crate::pages::{Body, Bundle, NotFoundBody, Page};
 use crate::routes::Route;
 use crate::ui::LANG_KEY;
 
@@ -26,16 +26,41 @@ pub(crate) async fn fetch_text(url: &str) -> Result<String, String> {
     body.as_string().ok_or_else(|| format!("{url}: body is not text"))
 }
 
-/// Where the compact dataset of a language is (`dataset build` writes `/data/<lang>.json`).
-pub(crate) fn data_url(lang: Lang) -> String {
-    format!("/data/{}.json", lang.code())
+/// Where a bundle's data for a language is (`dataset build` writes them): the calculator's part
+/// (`/data/calc-<lang>.json`) or the compact dataset every other page reads (`/data/<lang>.json`).
+pub(crate) fn data_url(bundle: Bundle, lang: Lang) -> String {
+    match bundle {
+        Bundle::Calculator => format!("/data/calc-{}.json", lang.code()),
+        Bundle::Pages => format!("/data/{}.json", lang.code()),
+    }
 }
 
-/// The compact dataset for one language.
-pub async fn dataset(lang: Lang) -> Result<Arc<Dataset>, String> {
-    let url = data_url(lang);
+/// A bundle's data for one language.
+async fn dataset(bundle: Bundle, lang: Lang) -> Result<Arc<Dataset>, String> {
+    let url = data_url(bundle, lang);
     let body = fetch_text(&url).await?;
     Dataset::from_json(&body).map(Arc::new).map_err(|e| format!("{url}: {e}"))
+}
+
+/// The UI strings of one language (`/data/ui-<lang>.json`), once per page life.
+async fn strings(lang: Lang) -> Result<(), String> {
+    if headroom_i18n::is_loaded(lang) {
+        return Ok(());
+    }
+    headroom_i18n::load(lang, &fetch_text(&format!("/data/ui-{}.json", lang.code())).await?)
+}
+
+/// What a page needs before it renders: its language's strings and data, fetched together.
+async fn page_data(bundle: Bundle, lang: Lang) -> Result<Arc<Dataset>, String> {
+    let (ui, ds) = futures::future::join(strings(lang), dataset(bundle, lang)).await;
+    ui.and(ds)
+}
+
+/// The prerendered copy of the page stays until the app can show the page in its place.
+fn drop_prerendered() {
+    if let Some(old) = document().get_element_by_id("prerendered") {
+        old.remove();
+    }
 }
 
 /// Every claim's details in one language: note, origins, sources with passages, history
@@ -80,8 +105,11 @@ fn go(to: &str, replace: bool) {
     }
 }
 
+/// The app of one bundle: it renders that bundle's routes with `body` (the bundle's own body
+/// function, so that the other bundle's pages are not linked in) and lets the browser load the
+/// other bundle's.
 #[component]
-pub fn App() -> impl IntoView {
+pub fn App(bundle: Bundle, body: Body) -> impl IntoView {
     // `/` goes to the remembered language, else the browser's.
     if here().0 == "/" {
         let lang = saved_lang().unwrap_or_else(browser_lang);
@@ -102,7 +130,8 @@ pub fn App() -> impl IntoView {
         if !href.starts_with('/') || href.starts_with("//") || a.has_attribute("target") || a.has_attribute("download") {
             return;
         }
-        if Route::parse(path).is_none() {
+        // Not a page, or the other bundle's page: a normal navigation.
+        if Route::parse(path).is_none_or(|(_, r)| Bundle::of(&r) != bundle) {
             return;
         }
         e.prevent_default();
@@ -111,19 +140,48 @@ pub fn App() -> impl IntoView {
         window().scroll_to_with_x_and_y(0.0, 0.0);
     });
     let parsed = Memo::new(move |_| location.with(|(p, _)| Route::parse(p)));
-    let lang = Memo::new(move |_| parsed.get().map(|(l, _)| l));
-    let data = LocalResource::new(move || dataset(lang.get().unwrap_or(Lang::En)));
-    move || match parsed.get() {
+    // The page's language; for a path that is no page, the language it starts with, if any.
+    let lang = Memo::new(move |_| match parsed.get() {
+        Some((l, _)) => l,
         None => {
-            // Not a page: "page not found" in the language the path starts with, if it does.
             let first = location.with(|(p, _)| p.trim_start_matches('/').split('/').next().map(str::to_string));
-            let l = first.as_deref().and_then(Lang::from_code).or_else(saved_lang).unwrap_or_else(browser_lang);
-            view! { <main id="main"><NotFoundBody lang=l /></main> }.into_any()
+            first.as_deref().and_then(Lang::from_code).or_else(saved_lang).unwrap_or_else(browser_lang)
         }
-        Some((l, route)) => match data.get() {
-            None => view! { <main id="main"><p class="muted">{t(l, k::HOME_LOADING)}</p></main> }.into_any(),
-            Some(Err(e)) => view! { <main id="main"><p role="alert">{fmt(l, k::HOME_LOAD_ERROR, &[("error", &e)])}</p></main> }.into_any(),
-            Some(Ok(ds)) => {
+    });
+    // The page's strings and data, for the language they were asked for (a later answer for a
+    // language the reader has left is dropped).
+    let data: RwSignal<Option<(Lang, Result<Arc<Dataset>, String>)>> = RwSignal::new(None);
+    Effect::new(move |_| {
+        let l = lang.get();
+        if data.with_untracked(|d| d.as_ref().is_some_and(|(dl, r)| *dl == l && r.is_ok())) {
+            return;
+        }
+        leptos::task::spawn_local(async move {
+            let r = page_data(bundle, l).await;
+            if lang.get_untracked() == l {
+                data.set(Some((l, r)));
+            }
+        });
+    });
+    move || {
+        let l = lang.get();
+        let Some(loaded) = data.with(|d| d.as_ref().filter(|(dl, _)| *dl == l).map(|(_, r)| r.clone())) else {
+            // Loading: the prerendered page (or the page before) stays on screen.
+            return ().into_any();
+        };
+        drop_prerendered();
+        match (loaded, parsed.get()) {
+            // Without its strings the message can only be the error itself.
+            (Err(e), _) if !headroom_i18n::is_loaded(l) => view! { <main id="main"><p role="alert">{e}</p></main> }.into_any(),
+            (Err(e), _) => view! { <main id="main"><p role="alert">{fmt(l, k::HOME_LOAD_ERROR, &[("error", &e)])}</p></main> }.into_any(),
+            // Not a page: "page not found" in its language.
+            (Ok(_), None) => view! { <main id="main"><NotFoundBody lang=l /></main> }.into_any(),
+            (Ok(_), Some((_, route))) if Bundle::of(&route) != bundle => {
+                // The other bundle's page (history moved there): load it.
+                let _ = window().location().reload();
+                ().into_any()
+            }
+            (Ok(ds), Some((_, route))) => {
                 // The first render with data: the page is interactive (read by the size test).
                 if let Some(p) = window().performance() {
                     if p.get_entries_by_name("headroom-interactive").length() == 0 {
@@ -131,8 +189,8 @@ pub fn App() -> impl IntoView {
                     }
                 }
                 let query = location.with_untracked(|(_, q)| q.clone());
-                view! { <Page lang=l route=route ds=ds query=query /> }.into_any()
+                view! { <Page lang=l route=route ds=ds query=query body=body /> }.into_any()
             }
-        },
+        }
     }
 }

@@ -46,6 +46,48 @@ fn every_route_in_every_language_renders_without_errors() {
     }
 }
 
+/// The wasm files this document has loaded (`calc-…` or `app-…`).
+fn bundles_loaded(b: &Browser) -> Vec<String> {
+    let v = b.js("return performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname).filter((p) => p.endsWith('.wasm'))");
+    let mut names: Vec<String> = v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().trim_start_matches('/').split('-').next().unwrap().to_string()).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn the_calculator_and_the_other_pages_are_two_bundles_linked_by_normal_navigation() {
+    let tmp = TempDir::new("site-bundles");
+    let server = server(&tmp);
+    let b = Browser::start();
+    let claim = some_claim();
+    for lang in [Lang::En, Lang::Zh] {
+        // The calculator loads only its bundle and its part of the data.
+        b.goto(&format!("{}{}", server.url, Route::Calculator.path(lang)));
+        wait_app(&b);
+        assert_eq!(bundles_loaded(&b), ["calc"]);
+        let data = b.js("return performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname).filter((p) => p.startsWith('/data/')).sort()");
+        assert_eq!(data, serde_json::json!([format!("/data/calc-{}.json", lang.code()), format!("/data/ui-{}.json", lang.code())]));
+        // A link to another page is a normal navigation: a new document with the other bundle.
+        b.js("window.__sameDocument = true; return 0");
+        b.click(&format!("header a[href=\"{}\"]", Route::Claims.path(lang)));
+        b.wait_js(&format!("return location.pathname === '{}' && document.getElementById('prerendered') === null && !!document.querySelector('main h1')", Route::Claims.path(lang)));
+        assert_eq!(b.js("return window.__sameDocument === undefined"), true, "the calculator's bundle does not render the claims list");
+        assert_eq!(bundles_loaded(&b), ["app"]);
+        // Within a bundle, links stay in the page.
+        b.js("window.__sameDocument = true; return 0");
+        b.click(&format!("a[href=\"{}\"]", Route::Claim(claim.clone()).path(lang)));
+        b.wait_js(&format!("return location.pathname === '{}' && !!document.querySelector('main h1')", Route::Claim(claim.clone()).path(lang)));
+        assert_eq!(b.js("return window.__sameDocument === true"), true, "claims list to claim page stays in the document");
+        // And back to the calculator from the navigation.
+        b.click(&format!("header a[href=\"{}\"]", Route::Calculator.path(lang)));
+        b.wait_js(&format!("return location.pathname === '{}' && !!document.getElementById('peak')", Route::Calculator.path(lang)));
+        assert_eq!(b.js("return window.__sameDocument === undefined"), true);
+        assert_eq!(bundles_loaded(&b), ["calc"]);
+        assert!(b.console_errors().is_empty(), "{:?}", b.console_errors());
+    }
+}
+
 #[test]
 fn the_calculator_shows_the_engines_numbers_and_restores_shared_urls() {
     let tmp = TempDir::new("site-calc");

@@ -34,7 +34,9 @@ fn first_load_size_time_to_interactive_and_recompute() {
             }
         }
     }
-    urls.push("/data/en.json".into());
+    // The calculator's data and the UI strings of its language.
+    urls.push("/data/calc-en.json".into());
+    urls.push("/data/ui-en.json".into());
     urls.push("/sw.js".into());
     println!("first load of {page}:");
     let (mut br_total, mut gz_total, mut raw_total) = (0, 0, 0);

@@ -105,17 +105,20 @@ fn dist(local: bool) -> Result {
     if !toolchain_prefix().join("env.sh").exists() {
         return Err("the wasm toolchain is not installed: run `cargo xtask setup`".into());
     }
-    run(in_wasm_env("cargo").args(["build", "-p", "headroom-site", "--bin", "headroom-site", "--features", "csr", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
-    let wasm = root.join("target").join(WASM_TARGET).join(WASM_PROFILE).join("headroom-site.wasm");
-
+    // Two bundles of the same app: `calc` renders the calculator, `app` every other page (a page
+    // links to the other bundle's pages with a normal navigation), so neither carries the other.
+    run(in_wasm_env("cargo").args(["build", "-p", "headroom-site", "--bin", "headroom-site", "--bin", "calc", "--features", "csr", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
     let stage = root.join("target/site-stage");
     let _ = std::fs::remove_dir_all(&stage);
-    run(in_wasm_env("wasm-bindgen")
-        .args(["--target", "web", "--no-typescript", "--out-name", "app", "--out-dir"])
-        .arg(&stage)
-        .arg(&wasm))?;
-    let bg = stage.join("app_bg.wasm");
-    run(in_wasm_env("wasm-opt").args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int"]).arg(&bg).arg("-o").arg(&bg))?;
+    for (bin, name) in [("headroom-site", "app"), ("calc", "calc")] {
+        let wasm = root.join("target").join(WASM_TARGET).join(WASM_PROFILE).join(format!("{bin}.wasm"));
+        run(in_wasm_env("wasm-bindgen")
+            .args(["--target", "web", "--no-typescript", "--out-name", name, "--out-dir"])
+            .arg(&stage)
+            .arg(&wasm))?;
+        let bg = stage.join(format!("{name}_bg.wasm"));
+        run(in_wasm_env("wasm-opt").args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int"]).arg(&bg).arg("-o").arg(&bg))?;
+    }
 
     // The model-file parsers: their own small wasm module, loaded by the calculator only when a
     // user gives it a file (the first visit does not pay for them).
@@ -132,14 +135,17 @@ fn dist(local: bool) -> Result {
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
-    let wasm_bytes = read(&bg)?;
-    let js_bytes = read(&stage.join("app.js"))?;
+    let mut bundles = Vec::new();
+    for name in ["app", "calc"] {
+        let wasm_bytes = read(&stage.join(format!("{name}_bg.wasm")))?;
+        let js_bytes = read(&stage.join(format!("{name}.js")))?;
+        let (wasm_name, js_name) = (hashed_name(name, "wasm", &wasm_bytes), hashed_name(name, "js", &js_bytes));
+        write(&out.join(&wasm_name), &wasm_bytes)?;
+        write(&out.join(&js_name), &js_bytes)?;
+        bundles.push((name, js_name, wasm_name, wasm_bytes.len(), gzip_len(&wasm_bytes)));
+    }
     let css_bytes = read(&root.join("site/style.css"))?;
-    let wasm_name = hashed_name("app", "wasm", &wasm_bytes);
-    let js_name = hashed_name("app", "js", &js_bytes);
     let css_name = hashed_name("style", "css", &css_bytes);
-    write(&out.join(&wasm_name), &wasm_bytes)?;
-    write(&out.join(&js_name), &js_bytes)?;
     write(&out.join(&css_name), &css_bytes)?;
     let mf_wasm_bytes = read(&mf_bg)?;
     let mf_js_bytes = read(&stage.join("modelfile.js"))?;
@@ -157,12 +163,15 @@ fn dist(local: bool) -> Result {
         .lines()
         .find(|l| l.contains("<!-- headroom:head"))
         .ok_or("site/index.html lacks the <!-- headroom:head --> marker")?;
+    // The prerenderer puts each page's bundle (or, in the shells, a loader that picks one) where
+    // `headroom:bundle` is, from the names in `headroom-bundles`.
+    let names: Vec<String> = bundles.iter().map(|(name, js, wasm, ..)| format!("{name}=/{js} /{wasm}")).collect();
     let head = format!(
         "<link rel=\"stylesheet\" href=\"/{css_name}\" />\n  \
-         <link rel=\"modulepreload\" href=\"/{js_name}\" />\n  \
-         <link rel=\"preload\" href=\"/{wasm_name}\" as=\"fetch\" type=\"application/wasm\" crossorigin />\n  \
-         <script type=\"module\">import init from \"/{js_name}\"; init({{ module_or_path: \"/{wasm_name}\" }});</script>\n  \
-         <meta name=\"headroom-modelfile\" content=\"/{mf_js_name} /{mf_wasm_name}\" />"
+         <meta name=\"headroom-bundles\" content=\"{}\" />\n  \
+         <!-- headroom:bundle -->\n  \
+         <meta name=\"headroom-modelfile\" content=\"/{mf_js_name} /{mf_wasm_name}\" />",
+        names.join(";")
     );
     let html = template.replace(marker.trim(), &head);
     write(&out.join("index.html"), html.as_bytes())?;
@@ -181,14 +190,10 @@ fn dist(local: bool) -> Result {
     let dist = root.join("site/dist");
     let _ = std::fs::remove_dir_all(&dist);
     std::fs::rename(&out, &dist).map_err(|e| format!("{} -> {}: {e}", out.display(), dist.display()))?;
-    let gz = gzip_len(&wasm_bytes);
-    eprintln!(
-        "[xtask] site/dist: {wasm_name} {} bytes ({gz} gzip), {js_name} {} bytes; {mf_wasm_name} {} bytes ({} gzip, loaded on first use)",
-        wasm_bytes.len(),
-        js_bytes.len(),
-        mf_wasm_bytes.len(),
-        gzip_len(&mf_wasm_bytes)
-    );
+    for (_, js_name, wasm_name, len, gz) in &bundles {
+        eprintln!("[xtask] site/dist: {wasm_name} {len} bytes ({gz} gzip), {js_name}");
+    }
+    eprintln!("[xtask] site/dist: {mf_wasm_name} {} bytes ({} gzip, loaded on first use)", mf_wasm_bytes.len(), gzip_len(&mf_wasm_bytes));
     Ok(())
 }
 

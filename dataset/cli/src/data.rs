@@ -49,8 +49,9 @@ pub fn build(dir: &Path, i18n: &Path, out: &Path) -> Result<(), String> {
     std::fs::create_dir_all(&data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
     let path = data_dir.join("dataset.json");
     std::fs::write(&path, loaded.dataset.to_json()).map_err(|e| format!("{}: {e}", path.display()))?;
-    // Per language: the compact data every page loads, the claims' details (claim pages) and the
-    // rendered guides (guide pages).
+    // Per language: the compact data every page loads (the calculator a part of it), the claims'
+    // details (claim pages), the
+    // rendered guides (guide pages) and the UI strings (the browser app carries none).
     let write = |name: String, text: String| {
         let p = data_dir.join(name);
         std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))
@@ -59,14 +60,16 @@ pub fn build(dir: &Path, i18n: &Path, out: &Path) -> Result<(), String> {
         let full = loaded.dataset.for_lang(lang);
         let mut compact = full.compact();
         compact.guides = guides.iter().find(|(l, _)| *l == lang).map(|(_, g)| g.iter().map(|x| x.summary()).collect()).unwrap_or_default();
+        write(format!("calc-{}.json", lang.code()), compact.for_calculator().to_json())?;
         write(format!("{}.json", lang.code()), compact.to_json())?;
         write(format!("details-{}.json", lang.code()), serde_json::to_string(&full.details()).expect("details serialize"))?;
+        write(format!("ui-{}.json", lang.code()), headroom_i18n::table_json(lang))?;
     }
     for (lang, g) in &guides {
         write(format!("guides-{}.json", lang.code()), serde_json::to_string(g).expect("guides serialize"))?;
     }
     println!(
-        "dataset build: {} claims -> {} (all languages); per language in {}: <lang>.json (compact), details-<lang>.json, guides-<lang>.json",
+        "dataset build: {} claims -> {} (all languages); per language in {}: <lang>.json (compact), calc-<lang>.json, details-<lang>.json, guides-<lang>.json, ui-<lang>.json",
         loaded.dataset.claims.len(),
         path.display(),
         data_dir.display()

@@ -69,7 +69,12 @@ pub const READ_KEYS: &[&str] = &[
 /// what a shared calculator link carries).
 pub fn essential(config: &Value) -> Value {
     fn keep(m: &Map<String, Value>) -> Map<String, Value> {
-        m.iter().filter(|(k, _)| READ_KEYS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+        // Inserted one by one (collecting into a map would sort: a few KB of browser bundle).
+        let mut out = Map::new();
+        for (k, v) in m.iter().filter(|(k, _)| READ_KEYS.contains(&k.as_str())) {
+            out.insert(k.clone(), v.clone());
+        }
+        out
     }
     match config.as_object() {
         Some(m) => {

@@ -28,3 +28,16 @@ pub use check::{check, Problem};
 pub use lang::Lang;
 pub use catalog::*;
 pub use model::*;
+
+/// Sorts a short list (catalog cards, levers, formats, a query's keys: at most a few hundred
+/// items) stably by `cmp`. An insertion sort: each use costs the browser bundle a few dozen
+/// bytes, where the standard library's sort costs a few KB per element type.
+pub fn sort_short_by<T>(v: &mut [T], mut cmp: impl FnMut(&T, &T) -> std::cmp::Ordering) {
+    for i in 1..v.len() {
+        let mut j = i;
+        while j > 0 && cmp(&v[j - 1], &v[j]) == std::cmp::Ordering::Greater {
+            v.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+}

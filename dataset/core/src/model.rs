@@ -143,6 +143,27 @@ pub struct Source {
     pub aggregate: Option<String>,
 }
 
+impl Source {
+    /// A source reduced to its kind and derivation expression (the app's compact data).
+    pub fn bare(kind: SourceKind, compute: Option<String>) -> Source {
+        Source {
+            kind,
+            title: String::new(),
+            url: None,
+            passage: String::new(),
+            version: None,
+            accessed: String::new(),
+            submitters: None,
+            seed: None,
+            compute,
+            expect: None,
+            unit: None,
+            tolerance: None,
+            aggregate: None,
+        }
+    }
+}
+
 /// Who said the claim in the first place, and where: a seed article or a URL.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -359,14 +380,18 @@ impl Dataset {
 
     /// What every page of the app loads: claims without their details (note, origins, sources,
     /// history: `details` has them) and catalog entries without quoted passages. Claim pages fetch
-    /// the details of their language where they are shown. The tools catalog stays in
-    /// `dataset.json` only: no page of the app reads it.
+    /// the details of their language where they are shown. A derivation's expression stays (the
+    /// fit engine finds the claims it cites by them), without the rest of its source. The tools
+    /// catalog stays in `dataset.json` only: no page of the app reads it.
     pub fn compact(&self) -> Dataset {
         let mut ds = self.clone();
         for c in &mut ds.claims {
             c.note = Text::default();
             c.origins.clear();
-            c.sources.clear();
+            c.sources.retain(|s| s.compute.is_some());
+            for s in &mut c.sources {
+                *s = Source::bare(s.kind, s.compute.take());
+            }
             c.history.clear();
         }
         for g in &mut ds.gpus {
@@ -386,6 +411,45 @@ impl Dataset {
             q.source.passage.clear();
         }
         ds.tools.clear();
+        ds
+    }
+
+    /// What the calculator loads (from a compact dataset): only what the fit engine and the
+    /// calculator's pages read. Contradicted claims go (the engine never cites them), and so do
+    /// the claims' topics, tools, cards and related claims, the conditions of claims without a
+    /// derivation, the catalog's sources, the seeds and the guides (`tests/calculator_data.rs` checks that the engine answers the same on it).
+    pub fn for_calculator(&self) -> Dataset {
+        let mut ds = self.clone();
+        ds.claims.retain(|c| c.verdict != Verdict::Contradicted);
+        for c in &mut ds.claims {
+            c.topic.clear();
+            c.tools.clear();
+            c.related.clear();
+            c.gpus.clear();
+            // Conditions matter to the engine only beside a derivation (which format a weight
+            // claim is about).
+            if c.sources.is_empty() {
+                c.conditions.clear();
+            }
+        }
+        let bare = |s: &mut Source| *s = Source::bare(s.kind, None);
+        for g in &mut ds.gpus {
+            bare(&mut g.source);
+        }
+        for m in &mut ds.llms {
+            bare(&mut m.source);
+        }
+        for d in &mut ds.diffusion {
+            bare(&mut d.source);
+            for c in &mut d.components {
+                bare(&mut c.source);
+            }
+        }
+        for q in &mut ds.quant {
+            bare(&mut q.source);
+        }
+        ds.seeds.clear();
+        ds.guides.clear();
         ds
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use headroom_core::{Dataset, Lang, Verdict};
 use headroom_i18n::{k, t};
 use headroom_site::pages::guides::Rendered;
-use headroom_site::pages::{description, title, Page};
+use headroom_site::pages::{description, title, Bundle, Page};
 use headroom_site::routes::Route;
 use leptos::prelude::*;
 use leptos::tachys::view::RenderHtml;
@@ -81,7 +81,7 @@ fn claim_review(ds: &Dataset, lang: Lang, id: &str, url: &str) -> Option<String>
 fn page_html(template: &str, lang: Lang, route: &Route, ds: &Arc<Dataset>, guides: &Rendered) -> String {
     let body = Owner::new().with(|| {
         provide_context(guides.clone());
-        view! { <Page lang=lang route=route.clone() ds=ds.clone() /> }.to_html()
+        view! { <Page lang=lang route=route.clone() ds=ds.clone() body=headroom_site::pages::any_body /> }.to_html()
     });
     let url = format!("{}{}", site_url(), route.path(lang));
     let title = title(lang, route, ds);
@@ -113,8 +113,47 @@ fn page_html(template: &str, lang: Lang, route: &Route, ds: &Arc<Dataset>, guide
     template
         .replacen("<html lang=\"en\">", &format!("<html lang=\"{}\">", lang.bcp47()), 1)
         .replacen("<title>Headroom</title>\n", &head, 1)
+        .replacen(BUNDLE_MARKER, &bundle_tags(template, Bundle::of(route)), 1)
         .replacen("<body>", &format!("<body>\n<div id=\"prerendered\">{body}</div>"), 1)
 }
+
+/// A bundle's (JS, wasm) paths, from the `headroom-bundles` meta `cargo xtask dist` writes into
+/// the template (`app=/app-….js /app-….wasm;calc=…`).
+fn bundle_files(template: &str, bundle: Bundle) -> (String, String) {
+    let content = template
+        .split("<meta name=\"headroom-bundles\" content=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the template has no headroom-bundles meta (build with cargo xtask dist)");
+    content
+        .split(';')
+        .filter_map(|entry| entry.split_once('='))
+        .find(|(name, _)| *name == bundle.name())
+        .and_then(|(_, files)| files.split_once(' '))
+        .map(|(js, wasm)| (js.to_string(), wasm.to_string()))
+        .unwrap_or_else(|| panic!("headroom-bundles names no `{}` bundle", bundle.name()))
+}
+
+/// The tags that load a page's bundle: fetched early, started as a module.
+fn bundle_tags(template: &str, bundle: Bundle) -> String {
+    let (js, wasm) = bundle_files(template, bundle);
+    format!(
+        "<link rel=\"modulepreload\" href=\"{js}\" />\n  <link rel=\"preload\" href=\"{wasm}\" as=\"fetch\" type=\"application/wasm\" crossorigin />\n  <script type=\"module\">import init from \"{js}\"; init({{ module_or_path: \"{wasm}\" }});</script>"
+    )
+}
+
+/// The shell's loader (`/`, and any page offline that the cache lacks): it picks the bundle for
+/// the address it is shown at.
+fn bundle_loader(template: &str) -> String {
+    let calc: Vec<String> = Lang::ALL.into_iter().map(|l| Route::Calculator.path(l)).collect();
+    let (cj, cw) = bundle_files(template, Bundle::Calculator);
+    let (aj, aw) = bundle_files(template, Bundle::Pages);
+    format!(
+        "<script>(() => {{ const b = {calc:?}.includes(location.pathname) ? [\"{cj}\", \"{cw}\"] : [\"{aj}\", \"{aw}\"]; const l = document.createElement(\"link\"); l.rel = \"preload\"; l.as = \"fetch\"; l.type = \"application/wasm\"; l.crossOrigin = \"\"; l.href = b[1]; document.head.append(l); import(b[0]).then((m) => m.default({{ module_or_path: b[1] }})); }})();</script>"
+    )
+}
+
+const BUNDLE_MARKER: &str = "<!-- headroom:bundle -->";
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -209,7 +248,7 @@ fn main() {
         .into_iter()
         .map(|l| format!("<li><a href=\"{}\" lang=\"{}\">{}</a></li>", Route::Home.path(l), l.bcp47(), l.native_name()))
         .collect();
-    let root = template.replacen(
+    let root = template.replacen(BUNDLE_MARKER, &bundle_loader(&template), 1).replacen(
         "<body>",
         &format!("<body>\n<div id=\"prerendered\"><main id=\"main\"><h1>Headroom</h1><p>{}</p><ul>{choose}</ul></main></div>", esc(t(Lang::En, k::META_DESCRIPTION))),
         1,
@@ -225,6 +264,7 @@ fn main() {
         let html = template
             .replacen("<html lang=\"en\">", &format!("<html lang=\"{}\">", lang.bcp47()), 1)
             .replacen("<title>Headroom</title>\n", &head, 1)
+            .replacen(BUNDLE_MARKER, &bundle_tags(&template, Bundle::Pages), 1)
             .replacen("<body>", &format!("<body>\n<div id=\"prerendered\">{body}</div>"), 1);
         write(&site.join(lang.code()).join("404.html"), &html);
     }
@@ -255,7 +295,7 @@ fn main() {
     // precaches the app and one language, not five).
     let mut langs = serde_json::Map::new();
     for lang in Lang::ALL {
-        let mut set = vec![format!("/data/{}.json", lang.code()), format!("/data/guides-{}.json", lang.code()), format!("/data/details-{}.json", lang.code())];
+        let mut set = vec![format!("/data/{}.json", lang.code()), format!("/data/calc-{}.json", lang.code()), format!("/data/ui-{}.json", lang.code()), format!("/data/guides-{}.json", lang.code()), format!("/data/details-{}.json", lang.code())];
         set.extend(Route::NAV.iter().map(|r| r.path(lang)));
         set.push(format!("/{}/404.html", lang.code()));
         langs.insert(lang.code().to_string(), serde_json::json!(set));

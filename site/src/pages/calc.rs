@@ -1126,7 +1126,7 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
     let ds_o = ds.clone();
     let share = move || format!("{}{}", crate::routes::Route::Calculator.path(lang), state.with(to_query));
     let mut gpus: Vec<&headroom_core::Gpu> = ds.gpus.iter().collect();
-    gpus.sort_by(|a, b| a.memory_gb.total_cmp(&b.memory_gb).then(a.name.cmp(&b.name)));
+    headroom_core::sort_short_by(&mut gpus, |a, b| a.memory_gb.total_cmp(&b.memory_gb).then(a.name.cmp(&b.name)));
     let cards: Vec<(String, String)> = gpus.iter().map(|g| (g.id.clone(), format!("{} · {}", g.name, gib(headroom_core::fit::gpu_bytes(g) as f64, lang)))).collect();
     let arch = Signal::derive(move || result.with(|r| r.as_ref().ok().and_then(|f| f.architecture.clone())));
     let manual_open = Signal::derive(move || result.with(|r| matches!(r, Err(NoResult::Invalid(e)) if e.contains("by hand"))));

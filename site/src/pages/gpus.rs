@@ -18,7 +18,7 @@ fn segment_label(lang: Lang, s: Segment) -> &'static str {
 #[component]
 pub fn GpuTable(lang: Lang, ds: Data) -> impl IntoView {
     let mut gpus = ds.gpus.clone();
-    gpus.sort_by(|a, b| a.memory_gb.partial_cmp(&b.memory_gb).unwrap().then(a.name.cmp(&b.name)));
+    headroom_core::sort_short_by(&mut gpus, |a, b| a.memory_gb.partial_cmp(&b.memory_gb).unwrap().then(a.name.cmp(&b.name)));
     view! {
         <h1>{t(lang, k::GPUS_TITLE)}</h1>
         <p class="lead">{t(lang, k::GPUS_LEAD)}</p>

@@ -51,14 +51,51 @@ pub fn description(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> St
     }
 }
 
-/// Renders any route (the browser router and the prerenderer both come through here).
-#[component]
-pub fn Page(lang: Lang, route: Route, ds: Data, #[prop(optional)] query: Option<String>) -> impl IntoView {
-    let title = title(lang, &route, &ds);
-    let body = match route.clone() {
+/// A page's body, without the layout: what one bundle of the app can render.
+pub type Body = fn(Lang, Route, Data, String) -> AnyView;
+
+/// The browser app comes in two bundles built from this crate: the calculator (`calc`, the
+/// page a first visit most often opens) and every other page (`app`). Each renders only its own
+/// routes, so neither carries the other's code; links between them are normal navigations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bundle {
+    Calculator,
+    Pages,
+}
+
+impl Bundle {
+    pub const ALL: [Bundle; 2] = [Bundle::Calculator, Bundle::Pages];
+
+    /// The bundle that renders a route.
+    pub fn of(route: &Route) -> Bundle {
+        match route {
+            Route::Calculator => Bundle::Calculator,
+            _ => Bundle::Pages,
+        }
+    }
+
+    /// Its file name stem in site/dist (`cargo xtask dist`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Bundle::Calculator => "calc",
+            Bundle::Pages => "app",
+        }
+    }
+}
+
+/// The calculator bundle's body.
+pub fn calculator_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView {
+    match route {
+        Route::Calculator => view! { <calc::Calculator lang=lang ds=ds query=query /> }.into_any(),
+        _ => view! { <NotFoundBody lang=lang /> }.into_any(),
+    }
+}
+
+/// The other pages' body.
+pub fn pages_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView {
+    match route {
         Route::Home => view! { <Home lang=lang ds=ds.clone() /> }.into_any(),
-        Route::Calculator => view! { <calc::Calculator lang=lang ds=ds.clone() query=query.unwrap_or_default() /> }.into_any(),
-        Route::Claims => view! { <claims::ClaimList lang=lang ds=ds.clone() query=query.unwrap_or_default() /> }.into_any(),
+        Route::Claims => view! { <claims::ClaimList lang=lang ds=ds.clone() query=query /> }.into_any(),
         Route::Claim(id) => match ds.claim(&id) {
             Some(c) => view! { <claims::ClaimPage lang=lang ds=ds.clone() claim=c.clone() /> }.into_any(),
             None => view! { <NotFoundBody lang=lang /> }.into_any(),
@@ -71,8 +108,25 @@ pub fn Page(lang: Lang, route: Route, ds: Data, #[prop(optional)] query: Option<
         },
         Route::Probe => view! { <Probe lang=lang /> }.into_any(),
         Route::About => view! { <About lang=lang ds=ds.clone() /> }.into_any(),
-    };
-    view! { <Layout lang=lang route=route title=title ds=ds>{body}</Layout> }
+        Route::Calculator => view! { <NotFoundBody lang=lang /> }.into_any(),
+    }
+}
+
+/// Any route's body (the prerenderer writes every page).
+pub fn any_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView {
+    match Bundle::of(&route) {
+        Bundle::Calculator => calculator_body(lang, route, ds, query),
+        Bundle::Pages => pages_body(lang, route, ds, query),
+    }
+}
+
+/// A route in the layout, its body from `body` (the browser bundles and the prerenderer both
+/// come through here).
+#[component]
+pub fn Page(lang: Lang, route: Route, ds: Data, #[prop(optional)] query: Option<String>, body: Body) -> impl IntoView {
+    let title = title(lang, &route, &ds);
+    let content = body(lang, route.clone(), ds.clone(), query.unwrap_or_default());
+    view! { <Layout lang=lang route=route title=title ds=ds>{content}</Layout> }
 }
 
 #[component]

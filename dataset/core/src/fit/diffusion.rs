@@ -198,9 +198,11 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
                     || (c.models.iter().any(|x| *x == m.id) && c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains(&any_role))))
             })
             .filter(|c| {
-                // A claim about GGUF files only for a GGUF format, and the other way round.
-                let text = c.conditions.values().chain(std::iter::once(&c.statement.en)).any(|v| v.contains("GGUF") || v.contains("Q4_K") || v.contains("Q8_0"));
-                text == is_gguf(q)
+                // A claim about GGUF files only for a GGUF format, and the other way round (from
+                // its conditions and its derivations, the same in every language's data).
+                let exprs = c.sources.iter().filter_map(|s| s.compute.as_ref());
+                let gguf = c.conditions.values().chain(exprs).any(|v| v.contains("GGUF") || v.contains("Q4_K") || v.contains("Q8_0"));
+                gguf == is_gguf(q)
             })
             .take(2)
             .map(|c| c.id.clone())

@@ -94,7 +94,7 @@ const DIFFUSION_FORMATS: [&str; 8] = ["bf16", "fp8", "Q8_0", "Q6_K", "Q5_K_S", "
 fn smaller<'a>(ds: &'a Dataset, ladder: &[&str], current: &str) -> Vec<&'a Quant> {
     let cur = ds.quant(current).map(|q| q.bytes_per_weight()).unwrap_or(f64::INFINITY);
     let mut out: Vec<&Quant> = ladder.iter().filter_map(|f| ds.quant(f)).filter(|q| q.bytes_per_weight() < cur && !q.id.eq_ignore_ascii_case(current)).collect();
-    out.sort_by(|a, b| b.bytes_per_weight().total_cmp(&a.bytes_per_weight()));
+    crate::sort_short_by(&mut out, |a, b| b.bytes_per_weight().total_cmp(&a.bytes_per_weight()));
     out
 }
 
@@ -419,7 +419,7 @@ pub(crate) fn levers(ds: &Dataset, w: &Workload, base_peak: u64, budget: Option<
             }
         }
     }
-    out.sort_by(|a, b| b.saving_bytes.cmp(&a.saving_bytes).then(a.lever.cmp(&b.lever)));
+    crate::sort_short_by(&mut out, |a, b| b.saving_bytes.cmp(&a.saving_bytes).then(a.lever.cmp(&b.lever)));
     out.dedup_by(|a, b| a.lever == b.lever);
     out
 }

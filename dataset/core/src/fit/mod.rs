@@ -183,7 +183,13 @@ impl Breakdown {
         for (k, v) in values {
             t = t.replace(&format!("{{{k}}}"), v);
         }
-        self.notes.push(Note { id: id.into(), values: values.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(), text: t });
+        // Inserted one by one: collecting into a map would sort, and each sort costs the browser
+        // bundle a few KB.
+        let mut kv = std::collections::BTreeMap::new();
+        for (k, v) in values {
+            kv.insert(k.to_string(), v.clone());
+        }
+        self.notes.push(Note { id: id.into(), values: kv, text: t });
     }
 
     pub fn tensor_bytes(&self) -> u64 {
@@ -267,7 +273,7 @@ pub fn fit(ds: &Dataset, w: &Workload) -> Result<Fit, String> {
     let b = breakdown(ds, w)?;
     let peak = total(&b);
     let mut gpus: Vec<&crate::Gpu> = ds.gpus.iter().collect();
-    gpus.sort_by(|a, b| a.memory_gb.partial_cmp(&b.memory_gb).unwrap().then(a.id.cmp(&b.id)));
+    crate::sort_short_by(&mut gpus, |a, b| a.memory_gb.partial_cmp(&b.memory_gb).unwrap().then(a.id.cmp(&b.id)));
     let fits = gpus
         .iter()
         .filter(|g| gpu_bytes(g) >= peak)

@@ -146,7 +146,7 @@ pub fn complete(ds: &crate::Dataset, s: &State) -> State {
 
 pub fn to_query(state: &State) -> String {
     let mut keys: Vec<&String> = state.keys().collect();
-    keys.sort_by_key(|k| (k.as_str() != "kind", k.as_str() != "model", k.to_string()));
+    crate::sort_short_by(&mut keys, |a, b| (a.as_str() != "kind", a.as_str() != "model", a).cmp(&(b.as_str() != "kind", b.as_str() != "model", b)));
     let parts: Vec<String> = keys
         .into_iter()
         .filter(|k| !state[*k].is_null())
