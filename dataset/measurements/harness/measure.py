@@ -185,11 +185,17 @@ def diffusion_cases():
     for res in [512, 1024, 1536]:
         add(f"flux-dev-transformer-{res}", "diff-flux", "denoiser-step", model="flux.1-dev", precision="bf16",
             width=res, height=res, batch=1, cfg=False, component="denoiser")
+    # True CFG (a negative prompt and true_cfg_scale > 1): two passes one after the other.
+    add("flux-dev-transformer-1024-true-cfg", "diff-flux", "denoiser-step", model="flux.1-dev", precision="bf16",
+        width=1024, height=1024, batch=1, cfg=True, component="denoiser")
     add("flux-vae-decode-1024-bf16", "diff-flux-vae", "vae-decode", model="flux.1-dev", precision="bf16",
         width=1024, height=1024, batch=1, component="vae-decode")
     for frames in [49, 81]:
         add(f"wan21-1.3b-transformer-480p-f{frames}", "diff-wan13", "denoiser-step", model="wan2.1-t2v-1.3b",
             precision="bf16", width=832, height=480, frames=frames, batch=1, cfg=False, component="denoiser")
+    # Guidance as the Wan pipeline runs it: two passes one after the other.
+    add("wan21-1.3b-transformer-480p-f81-cfg", "diff-wan13", "denoiser-step", model="wan2.1-t2v-1.3b",
+        precision="bf16", width=832, height=480, frames=81, batch=1, cfg=True, component="denoiser")
     add("sd35-large-transformer-1024", "diff-sd35", "denoiser-step", model="sd-3.5-large", precision="bf16",
         width=1024, height=1024, batch=1, cfg=True, component="denoiser")
     add("hunyuanvideo-transformer-544x960-f61", "diff-hunyuan", "denoiser-step", model="hunyuanvideo",
@@ -413,10 +419,20 @@ def latent_hw(w, f=8):
     return w["height"] // f, w["width"] // f
 
 
+# How diffusers 0.42.1 runs classifier-free guidance: the Stable Diffusion pipelines concatenate
+# the conditional and unconditional latents into one batch (pipeline_stable_diffusion.py line
+# 1037, pipeline_stable_diffusion_xl.py 1204, pipeline_stable_diffusion_3.py 1067); Wan calls the
+# transformer twice, one pass after the other, and keeps the first prediction
+# (pipeline_wan.py 620-638); FLUX and HunyuanVideo do the same for true CFG
+# (pipeline_flux.py 913-929, pipeline_hunyuan_video.py 690-702).
+SEQUENTIAL_GUIDANCE = ("wan2.1-t2v-1.3b", "flux.1-dev", "hunyuanvideo")
+
+
 def run_denoiser(torch, model, w):
     dtype = next(model.parameters()).dtype
-    b = w["batch"] * (2 if w.get("cfg") else 1)
     name = w["model"]
+    sequential = bool(w.get("cfg")) and name in SEQUENTIAL_GUIDANCE
+    b = w["batch"] * (2 if w.get("cfg") and not sequential else 1)
     with torch.no_grad():
         if name in ("sd-1.5", "sdxl"):
             h, wd = latent_hw(w)
@@ -428,7 +444,7 @@ def run_denoiser(torch, model, w):
             if name == "sdxl":
                 kwargs["added_cond_kwargs"] = {"text_embeds": torch.randn(b, 1280, device="cuda", dtype=dtype),
                                                "time_ids": torch.randn(b, 6, device="cuda", dtype=dtype)}
-            out = model(lat, t, encoder_hidden_states=enc, **kwargs).sample
+            fwd = lambda: model(lat, t, encoder_hidden_states=enc, **kwargs).sample
         elif name == "flux.1-dev":
             h, wd = w["height"] // 16, w["width"] // 16
             seq = h * wd
@@ -439,15 +455,15 @@ def run_denoiser(torch, model, w):
             txt_ids = torch.zeros(512, 3, device="cuda", dtype=dtype)
             t = torch.full((b,), 0.5, device="cuda", dtype=dtype)
             g = torch.full((b,), 3.5, device="cuda", dtype=dtype)
-            out = model(hidden_states=x, encoder_hidden_states=enc, pooled_projections=pooled, timestep=t,
-                        img_ids=img_ids, txt_ids=txt_ids, guidance=g).sample
+            fwd = lambda: model(hidden_states=x, encoder_hidden_states=enc, pooled_projections=pooled, timestep=t,
+                               img_ids=img_ids, txt_ids=txt_ids, guidance=g).sample
         elif name == "sd-3.5-large":
             h, wd = latent_hw(w)
             x = torch.randn(b, 16, h, wd, device="cuda", dtype=dtype)
             enc = torch.randn(b, 333, 4096, device="cuda", dtype=dtype)
             pooled = torch.randn(b, 2048, device="cuda", dtype=dtype)
             t = torch.full((b,), 500, device="cuda")
-            out = model(hidden_states=x, encoder_hidden_states=enc, pooled_projections=pooled, timestep=t).sample
+            fwd = lambda: model(hidden_states=x, encoder_hidden_states=enc, pooled_projections=pooled, timestep=t).sample
         elif name == "hunyuanvideo":
             frames = (w["frames"] - 1) // 4 + 1
             h, wd = latent_hw(w)
@@ -457,17 +473,23 @@ def run_denoiser(torch, model, w):
             pooled = torch.randn(b, 768, device="cuda", dtype=dtype)
             t = torch.full((b,), 500, device="cuda")
             g = torch.full((b,), 6000.0, device="cuda", dtype=dtype)
-            out = model(hidden_states=x, timestep=t, encoder_hidden_states=enc, encoder_attention_mask=mask,
-                        pooled_projections=pooled, guidance=g).sample
+            fwd = lambda: model(hidden_states=x, timestep=t, encoder_hidden_states=enc, encoder_attention_mask=mask,
+                               pooled_projections=pooled, guidance=g).sample
         elif name == "wan2.1-t2v-1.3b":
             frames = (w["frames"] - 1) // 4 + 1
             h, wd = latent_hw(w)
             x = torch.randn(b, 16, frames, h, wd, device="cuda", dtype=dtype)
             enc = torch.randn(b, 512, 4096, device="cuda", dtype=dtype)
             t = torch.full((b,), 500, device="cuda")
-            out = model(hidden_states=x, timestep=t, encoder_hidden_states=enc).sample
+            fwd = lambda: model(hidden_states=x, timestep=t, encoder_hidden_states=enc).sample
         else:
             raise SystemExit(f"no denoiser run for {name}")
+        out = fwd()
+        if sequential:
+            # The unconditional pass, then the guided prediction, as the pipeline computes it.
+            uncond = fwd()
+            out = uncond + 5.0 * (out - uncond)
+            del uncond
     shape = list(out.shape)
     del out
     return {"output_shape": shape}

@@ -113,7 +113,7 @@ fn page_html(template: &str, lang: Lang, route: &Route, ds: &Arc<Dataset>, guide
     template
         .replacen("<html lang=\"en\">", &format!("<html lang=\"{}\">", lang.bcp47()), 1)
         .replacen("<title>Headroom</title>\n", &head, 1)
-        .replacen(BUNDLE_MARKER, &bundle_tags(template, Bundle::of(route)), 1)
+        .replacen(BUNDLE_MARKER, &bundle_tags(template, Bundle::of(route), lang), 1)
         .replacen("<body>", &format!("<body>\n<div id=\"prerendered\">{body}</div>"), 1)
 }
 
@@ -134,12 +134,19 @@ fn bundle_files(template: &str, bundle: Bundle) -> (String, String) {
         .unwrap_or_else(|| panic!("headroom-bundles names no `{}` bundle", bundle.name()))
 }
 
-/// The tags that load a page's bundle: fetched early, started as a module.
-fn bundle_tags(template: &str, bundle: Bundle) -> String {
+/// The tags that load a page's bundle: fetched early with the data it will ask for (its
+/// language's strings and data, `app.rs`), started as a module.
+fn bundle_tags(template: &str, bundle: Bundle, lang: Lang) -> String {
     let (js, wasm) = bundle_files(template, bundle);
-    format!(
-        "<link rel=\"modulepreload\" href=\"{js}\" />\n  <link rel=\"preload\" href=\"{wasm}\" as=\"fetch\" type=\"application/wasm\" crossorigin />\n  <script type=\"module\">import init from \"{js}\"; init({{ module_or_path: \"{wasm}\" }});</script>"
-    )
+    let data = match bundle {
+        Bundle::Calculator => format!("/data/calc-{}.json", lang.code()),
+        Bundle::Pages => format!("/data/{}.json", lang.code()),
+    };
+    let mut tags = format!("<link rel=\"modulepreload\" href=\"{js}\" />\n  <link rel=\"preload\" href=\"{wasm}\" as=\"fetch\" type=\"application/wasm\" crossorigin />\n");
+    for url in [data, format!("/data/ui-{}.json", lang.code())] {
+        tags += &format!("  <link rel=\"preload\" href=\"{url}\" as=\"fetch\" type=\"application/json\" crossorigin />\n");
+    }
+    tags + &format!("  <script type=\"module\">import init from \"{js}\"; init({{ module_or_path: \"{wasm}\" }});</script>")
 }
 
 /// The shell's loader (`/`, and any page offline that the cache lacks): it picks the bundle for
@@ -264,7 +271,7 @@ fn main() {
         let html = template
             .replacen("<html lang=\"en\">", &format!("<html lang=\"{}\">", lang.bcp47()), 1)
             .replacen("<title>Headroom</title>\n", &head, 1)
-            .replacen(BUNDLE_MARKER, &bundle_tags(&template, Bundle::Pages), 1)
+            .replacen(BUNDLE_MARKER, &bundle_tags(&template, Bundle::Pages, lang), 1)
             .replacen("<body>", &format!("<body>\n<div id=\"prerendered\">{body}</div>"), 1);
         write(&site.join(lang.code()).join("404.html"), &html);
     }

@@ -676,6 +676,7 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         "no-vae" => k::NOTE_NO_VAE,
         "offload-stage" => k::NOTE_OFFLOAD_STAGE,
         "block-swap" => k::NOTE_BLOCK_SWAP,
+        "cfg-sequential" => k::NOTE_CFG_SEQUENTIAL,
         "vllm-share" => k::NOTE_VLLM_SHARE,
         "vllm-unmodelled" => k::NOTE_VLLM_UNMODELLED,
         "gpu-layers" => k::NOTE_GPU_LAYERS,

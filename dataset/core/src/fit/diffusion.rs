@@ -49,6 +49,18 @@ pub fn default_cfg(id: &str) -> bool {
     !(id.starts_with("flux") || id.starts_with("hunyuanvideo"))
 }
 
+/// How the model's diffusers pipeline runs classifier-free guidance: the two predictions as one
+/// batch (true) or one pass after the other (false), with the claim that says so.
+pub fn guidance_batched(id: &str) -> (bool, &'static str) {
+    if is_unet(id) || id.starts_with("sd-3") {
+        (true, "diffusers-cfg-batched-stable-diffusion")
+    } else if id.starts_with("wan") {
+        (false, "diffusers-cfg-sequential-wan")
+    } else {
+        (false, "diffusers-true-cfg-sequential")
+    }
+}
+
 /// The model's native output size (width, height).
 /// The size a model was trained at, which its pipeline uses by default (claims
 /// `fit-default-size-*`, `fit-default-width-wan`, `fit-default-height-wan`).
@@ -111,7 +123,8 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
     let tc = m.temporal_compression.unwrap_or(1) as u64;
     let latent_frames = ((frames - 1) / tc + 1) as f64;
     let cfg = d.cfg.unwrap_or_else(|| default_cfg(&m.id));
-    let b_eff = (d.batch * if cfg { 2 } else { 1 }) as f64;
+    let (batched, guidance_claim) = guidance_batched(&m.id);
+    let b_eff = (d.batch * if cfg && batched { 2 } else { 1 }) as f64;
     let den_fmt = quant(ds, &d.precision, "precision")?;
     let compute_fmt = if den_fmt.family == crate::QuantFamily::Float { d.precision.clone() } else { "bf16".to_string() };
     let te_fmt = d.text_encoder_precision.clone().unwrap_or_else(|| compute_fmt.clone());
@@ -148,15 +161,29 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
         let tokens = latent_frames * (lh / p) * (lw / p) + joint_text_tokens(ds, &m.id)?;
         b_eff * tokens * claim_number(ds, "fit-dit-working-set")? * hidden * act_bytes
     };
+    // Guidance one pass after the other keeps the first prediction (one latent) meanwhile.
+    let den_act = if cfg && !batched {
+        let latent = d.batch as f64 * m.latent_channels as f64 * latent_frames * lh * lw * act_bytes;
+        if matches!(d.component, Component::Denoiser | Component::Pipeline) {
+            b.note("cfg-sequential", &[], "guidance runs the denoiser twice per step, one pass after the other: it doubles the time, not the memory");
+        }
+        den_act + latent
+    } else {
+        den_act
+    };
     // The working-set claim of the architecture, and the pixels rule for the models it is about.
     let scales = ds.claim("activations-scale-with-pixels").is_some_and(|c| c.models.iter().any(|x| *x == m.id));
-    let den_claims: &[&str] = match (m.id.as_str(), scales) {
-        ("sd-1.5", _) => &["fit-unet-sd15-working-set"],
-        (id, true) if is_unet(id) => &["fit-unet-sdxl-working-set", "activations-scale-with-pixels"],
-        (id, false) if is_unet(id) => &["fit-unet-sdxl-working-set"],
-        (_, true) => &["fit-dit-working-set", "activations-scale-with-pixels"],
-        (_, false) => &["fit-dit-working-set"],
+    let mut den_claims: Vec<&str> = match (m.id.as_str(), scales) {
+        ("sd-1.5", _) => vec!["fit-unet-sd15-working-set"],
+        (id, true) if is_unet(id) => vec!["fit-unet-sdxl-working-set", "activations-scale-with-pixels"],
+        (id, false) if is_unet(id) => vec!["fit-unet-sdxl-working-set"],
+        (_, true) => vec!["fit-dit-working-set", "activations-scale-with-pixels"],
+        (_, false) => vec!["fit-dit-working-set"],
     };
+    if cfg {
+        den_claims.push(guidance_claim);
+    }
+    let den_claims = den_claims.as_slice();
 
     // VAE decode: the working set per decoded pixel, one chunk at a time.
     let vae = m.component("vae");
