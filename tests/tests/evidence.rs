@@ -3,10 +3,8 @@
 //! (its `tools`, or the software its conditions name) names the workload's engine; its topic fits
 //! the term. Checked over every catalog model with every engine.
 //!
-//! Two citations are known to fall outside and are listed in `KNOWN`: no claim yet gives the KV
-//! cache's bytes per token for any model under transformers (the 16-bit per-token claim names four
-//! models, the growth rule names Ollama and vLLM), and llama.cpp/Ollama are charged the CUDA
-//! context measured for a PyTorch process (their own is issue 21's llama.cpp reference runs).
+//! One citation is known to fall outside and is listed in `KNOWN`: llama.cpp/Ollama are charged the
+//! CUDA context measured for a PyTorch process (their own is issue 21's llama.cpp reference runs).
 
 use headroom_core::fit::{fit, Workload};
 use headroom_core::{Claim, Verdict};
@@ -52,9 +50,7 @@ fn topic_ok(kind: &str, term: &str, topic: &str) -> bool {
 }
 
 /// (engine, term, claim) citations known to be out of scope, each waiting for its claim.
-const KNOWN: [(&str, &str, &str); 4] = [
-    ("transformers", "kv-cache", "kv-cache-grows-with-context-and-users"),
-    ("transformers", "kv-cache", "kv-cache-per-token-16bit"),
+const KNOWN: [(&str, &str, &str); 2] = [
     ("llama.cpp", "cuda-context", "fit-cuda-context-measured"),
     ("ollama", "cuda-context", "fit-cuda-context-measured"),
 ];

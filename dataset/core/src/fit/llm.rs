@@ -160,7 +160,7 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
                 b.add("logits", tokens * m.vocab as f64 * ab, &["fit-logits-all-positions"]);
                 b.add("activations", tokens * 2.0 * m.hidden as f64 * ab, &["fit-logits-all-positions"]);
             } else {
-                b.add("kv-cache", kv_bytes, &["kv-cache-per-token-16bit", "kv-cache-grows-with-context-and-users"]);
+                b.add("kv-cache", kv_bytes, &["transformers-dynamic-cache-per-token"]);
                 let mlp = tokens * prefill_elements_per_token(m) * ab;
                 match m.sliding() {
                     // A sliding window longer context than the window: transformers materialises a
