@@ -59,11 +59,16 @@ pub fn hub_model(ds: &Dataset, id: &str, config: &Value, index: Option<&Value>) 
     Ok(model_object(&headroom_core::hf::essential(config), Some(id), file))
 }
 
+/// "not JSON", with where the parser stopped.
+pub fn not_json(what: &str, e: &serde_json::Error) -> String {
+    headroom_core::messages::say("not-json", &[("what", what), ("line", &e.line().to_string()), ("column", &e.column().to_string())])
+}
+
 /// A model object from a pasted config.json.
 pub fn pasted_model(text: &str) -> Result<Value, String> {
-    let config: Value = serde_json::from_str(text.trim()).map_err(|e| format!("not JSON: {e}"))?;
+    let config: Value = serde_json::from_str(text.trim()).map_err(|e| not_json("config.json", &e))?;
     if !config.is_object() {
-        return Err("config.json must be a JSON object".into());
+        return Err(headroom_core::messages::say("config-not-object", &[]));
     }
     let name = config.get("_name_or_path").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
     headroom_core::hf::llm_from_config(&config, name.as_deref())?;
@@ -81,7 +86,7 @@ pub fn manual_model(values: &BTreeMap<String, String>) -> Result<Value, String> 
         } else {
             match raw.parse::<u64>() {
                 Ok(n) if n > 0 => json!(n),
-                _ => return Err(format!("`{field}` must be a whole number above 0")),
+                _ => return Err(headroom_core::messages::say("manual-not-whole", &[("field", field)])),
             }
         };
         config[*field] = v;
@@ -156,7 +161,7 @@ mod browser {
         let len = file.size();
         let is_json = file.name().to_ascii_lowercase().ends_with(".json");
         if is_json && len > 64.0 * 1024.0 * 1024.0 {
-            return Err("a JSON file this large is neither a config nor an index".into());
+            return Err(headroom_core::messages::say("file-json-too-large", &[]));
         }
         let mut want = if is_json { len } else { len.min(256.0 * 1024.0) };
         loop {
@@ -167,7 +172,7 @@ mod browser {
             if let Some(n) = answer.get("need").and_then(Value::as_u64) {
                 let n = n as f64;
                 if n <= want || n > len {
-                    return Err("the header does not fit in the file".into());
+                    return Err(headroom_core::messages::say("file-header-too-long", &[]));
                 }
                 want = n.max(want * 2.0).min(len);
                 continue;
@@ -226,10 +231,10 @@ mod browser {
             return Err(HubError::BadId);
         }
         let config = match hub_file(id, "config.json").await.map_err(HubError::Other)? {
-            Got::Body(text) => serde_json::from_str::<Value>(&text).map_err(|e| HubError::Other(format!("config.json is not JSON: {e}")))?,
+            Got::Body(text) => serde_json::from_str::<Value>(&text).map_err(|e| HubError::Other(not_json("config.json", &e)))?,
             Got::Status(401 | 403) => return Err(HubError::Gated),
             Got::Status(404) => return Err(HubError::Missing),
-            Got::Status(s) => return Err(HubError::Other(format!("the Hub answered HTTP {s}"))),
+            Got::Status(s) => return Err(HubError::Other(headroom_core::messages::say("hub-status", &[("status", &s.to_string())]))),
             Got::Offline => return Err(HubError::Offline),
         };
         let index = match hub_file(id, "model.safetensors.index.json").await {

@@ -273,6 +273,15 @@ fn english_pieces(lang: Lang) -> Vec<String> {
             }
         }
     }
+    // The engine's own messages (their English templates) must not show either.
+    for (_, template) in headroom_core::messages::MESSAGES {
+        for piece in template.split(|c| c == '{' || c == '}').step_by(2) {
+            let piece = piece.trim_matches(|c: char| !c.is_alphanumeric());
+            if piece.split_whitespace().count() >= 2 && piece.len() >= 10 {
+                out.push(piece.to_string());
+            }
+        }
+    }
     out.sort();
     out.dedup();
     out
@@ -294,6 +303,11 @@ fn the_calculator_in_many_states_shows_no_english_in_other_languages() {
         "?kind=diffusion&model=sdxl&precision=fp16&offload=model&card=rtx-3050-8gb",
         "?kind=diffusion&model=wan2.1-t2v-14b&precision=bf16&frames=81&block_swap=20&card=rtx-4090",
         "?kind=diffusion&model=sd-3.5-large&component=text-encoder",
+        // Inputs the engine refuses: the message, in the reader's language.
+        "?kind=llm-inference&model=llama-3.1-8b&weights=bf16&context=0&engine=transformers",
+        "?kind=llm-inference&model=llama-3.2-1b&weights=bf16&context=99999999&engine=transformers",
+        "?kind=llm-inference&model=llama-3.1-8b&weights=Q4_K_M&engine=ollama&card=abc",
+        "?kind=diffusion&model=wan2.1-t2v-1.3b&precision=bf16&block_swap=500",
     ];
     for lang in [Lang::Pt, Lang::Es, Lang::Zh, Lang::It] {
         let pieces = english_pieces(lang);
@@ -301,7 +315,9 @@ fn the_calculator_in_many_states_shows_no_english_in_other_languages() {
         for q in states {
             b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), q));
             wait_app(&b);
-            b.wait_js("return !!document.getElementById('peak')");
+            b.wait_js("return !!document.getElementById('peak') || !!document.getElementById('calc-error')");
+            let refused = ["context=0", "context=99999999", "card=abc", "block_swap=500"].iter().any(|x| q.contains(x));
+            assert_eq!(b.js("return !!document.getElementById('calc-error')"), refused, "{lang:?} {q}");
             b.js("for (const d of document.querySelectorAll('details')) d.open = true; return 1");
             let text = b.js("return document.querySelector('main').innerText");
             let text = text.as_str().unwrap();

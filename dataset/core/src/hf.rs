@@ -127,12 +127,12 @@ impl<'a> Cfg<'a> {
                     Some(n) => n as N,
                     None => match v.as_f64() {
                         Some(x) if x >= 0.0 && x.fract() == 0.0 && x < 9.0e15 => x as N,
-                        _ => return Err(format!("config.json field `{key}` must be a whole number ≥ 0, found {v}")),
+                        _ => return Err(crate::messages::say("config-not-whole", &[("key", key), ("value", &v.to_string())])),
                     },
                 };
                 // Larger than any model's value: refused before the counts can overflow.
                 if n > MAX_VALUE {
-                    return Err(format!("config.json field `{key}` is {n}, more than any model has (at most {MAX_VALUE})"));
+                    return Err(crate::messages::say("config-too-large", &[("key", key), ("value", &n.to_string()), ("max", &MAX_VALUE.to_string())]));
                 }
                 Ok(Some(n))
             }
@@ -140,7 +140,7 @@ impl<'a> Cfg<'a> {
     }
 
     fn need(&self, key: &str) -> Result<N, String> {
-        self.uint(key)?.ok_or_else(|| format!("config.json (model_type `{}`) lacks `{key}`, which the engine needs", self.model_type))
+        self.uint(key)?.ok_or_else(|| crate::messages::say("config-lacks", &[("model_type", self.model_type), ("key", key)]))
     }
 
     fn or(&self, key: &str, default: N) -> Result<N, String> {
@@ -151,13 +151,13 @@ impl<'a> Cfg<'a> {
         match self.get(key) {
             None => Ok(default),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(v) => Err(format!("config.json field `{key}` must be true or false, found {v}")),
+            Some(v) => Err(crate::messages::say("config-not-bool", &[("key", key), ("value", &v.to_string())])),
         }
     }
 
     fn positive(&self, key: &str, n: N) -> Result<u32, String> {
         if n == 0 || n > u32::MAX as N {
-            return Err(format!("config.json field `{key}` must be between 1 and {}, found {n}", u32::MAX));
+            return Err(crate::messages::say("config-out-of-range", &[("key", key), ("max", &u32::MAX.to_string()), ("value", &n.to_string())]));
         }
         Ok(n as u32)
     }
@@ -181,9 +181,9 @@ fn sliding_layers(c: &Cfg, layers: N) -> Result<Option<(u32, u32)>, String> {
         _ => return Ok(None),
     };
     if let Some(types) = c.get("layer_types") {
-        let arr = types.as_array().ok_or("config.json field `layer_types` must be an array of strings")?;
+        let arr = types.as_array().ok_or_else(|| crate::messages::say("config-layer-types-type", &[]))?;
         if arr.len() as N != layers {
-            return Err(format!("config.json field `layer_types` has {} entries for {layers} layers", arr.len()));
+            return Err(crate::messages::say("config-layer-types-count", &[("count", &arr.len().to_string()), ("layers", &layers.to_string())]));
         }
         let n = arr.iter().filter(|t| t.as_str() == Some("sliding_attention")).count() as u32;
         return Ok(if n == 0 { None } else { Some((window as u32, n)) });
@@ -221,7 +221,7 @@ fn gemma3_vision_params(vc: &Map<String, Value>, text_hidden: N) -> Result<N, St
     let image = c.or("image_size", 224)?;
     let patch = c.or("patch_size", 16)?;
     if patch == 0 {
-        return Err("vision_config field `patch_size` must be at least 1".into());
+        return Err(crate::messages::say("config-at-least-one", &[("key", "vision_config.patch_size")]));
     }
     let positions = (image / patch) * (image / patch);
     let embeddings = channels * patch * patch * h + h + positions * h;
@@ -236,34 +236,27 @@ fn gemma3_vision_params(vc: &Map<String, Value>, text_hidden: N) -> Result<N, St
 /// Builds the engine's architecture from a `config.json` object. `name` labels it in results
 /// (default: the config's `_name_or_path`, else its `model_type`).
 pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchOrigin), String> {
-    let top = config.as_object().ok_or("config.json must be a JSON object")?;
+    let top = config.as_object().ok_or_else(|| crate::messages::say("config-not-object", &[]))?;
     let top_type = top.get("model_type").and_then(Value::as_str).ok_or_else(|| {
-        format!(
-            "config.json has no `model_type`; describe the model by hand with these fields instead: {}",
-            REQUIRED_FIELDS.join(", ")
-        )
+        crate::messages::say("config-no-model-type", &[("fields", &REQUIRED_FIELDS.join(", "))])
     })?;
     // Multimodal Gemma 3 keeps the language model under `text_config`.
     let (m, model_type, vision) = if top_type == "gemma3" {
-        let text = top.get("text_config").and_then(Value::as_object).ok_or("gemma3 config.json has no `text_config` object")?;
+        let text = top.get("text_config").and_then(Value::as_object).ok_or_else(|| crate::messages::say("config-no-text-config", &[]))?;
         (text, "gemma3_text", top.get("vision_config").and_then(Value::as_object))
     } else {
         (top, top_type, None)
     };
     if !MODEL_TYPES.iter().any(|(t, _)| *t == model_type) {
         let known: Vec<&str> = MODEL_TYPES.iter().map(|(t, _)| *t).collect();
-        return Err(format!(
-            "model_type `{model_type}` is not one the engine reads (it reads {}); describe the model by hand with these fields: {}",
-            known.join(", "),
-            REQUIRED_FIELDS.join(", ")
-        ));
+        return Err(crate::messages::say("config-unknown-model-type", &[("model_type", model_type), ("known", &known.join(", ")), ("fields", &REQUIRED_FIELDS.join(", "))]));
     }
     let c = Cfg { m, model_type };
     let h = c.need("hidden_size")?;
     let layers = c.need("num_hidden_layers")?;
     let heads = c.need("num_attention_heads")?;
     if heads == 0 {
-        return Err("config.json field `num_attention_heads` must be at least 1".into());
+        return Err(crate::messages::say("config-at-least-one", &[("key", "num_attention_heads")]));
     }
     let kv = c.or("num_key_value_heads", heads)?;
     let vocab = c.need("vocab_size")?;
@@ -288,7 +281,7 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
     let i = match c.uint("intermediate_size")? {
         Some(i) => i,
         None if model_type == "gpt_oss" => c.need("intermediate_size")?,
-        None => return Err(format!("config.json (model_type `{model_type}`) lacks `intermediate_size`, which the engine needs")),
+        None => return Err(crate::messages::say("config-lacks", &[("model_type", model_type), ("key", "intermediate_size")])),
     };
 
     // --- attention, per layer -----------------------------------------------------------------
@@ -443,7 +436,7 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
         Attention::Mha
     };
     let u32f = |key: &str, n: N| c.positive(key, n);
-    let count = |n: N| u64::try_from(n).map_err(|_| format!("config.json describes {n} parameters, more than any model"));
+    let count = |n: N| u64::try_from(n).map_err(|_| crate::messages::say("config-too-many-params", &[("count", &n.to_string())]));
     let params = count(params)?;
     let active = active.map(count).transpose()?;
     let llm = Llm {

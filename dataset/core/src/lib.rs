@@ -17,6 +17,7 @@ pub mod format;
 pub mod guides;
 pub mod hf;
 pub mod lang;
+pub mod messages;
 pub mod model;
 pub mod report;
 pub mod modelfile;

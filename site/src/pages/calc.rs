@@ -55,7 +55,7 @@ pub fn compute(ds: &headroom_core::Dataset, state: &State, hub: &HubModels) -> R
     let w = Workload::from_value(&Value::Object(w)).map_err(NoResult::Invalid)?;
     match card_in(ds, state, "card") {
         Some(Ok(card)) => fit_on(ds, &w, &card),
-        Some(Err(e)) => Err(format!("card: {e}")),
+        Some(Err(e)) => Err(e),
         None => fit(ds, &w),
     }
     .map_err(NoResult::Invalid)
@@ -666,6 +666,43 @@ fn preset_label(lang: Lang, id: &str) -> &'static str {
     })
 }
 
+/// What the engine, the card parser or the config reader said when they could not answer, in the
+/// reader's language (`headroom_core::messages`); any other text as it is.
+pub fn error_text(lang: Lang, text: &str) -> String {
+    let Some((id, values)) = headroom_core::messages::read(text) else {
+        return text.to_string();
+    };
+    let key = match id {
+        "at-least-one" => k::ERROR_AT_LEAST_ONE,
+        "context-beyond-max" => k::ERROR_CONTEXT_BEYOND_MAX,
+        "block-swap-too-many" => k::ERROR_BLOCK_SWAP_TOO_MANY,
+        "card-unknown" => k::ERROR_CARD_UNKNOWN,
+        "card-other-negative" => k::ERROR_CARD_OTHER_NEGATIVE,
+        "card-other-whole" => k::ERROR_CARD_OTHER_WHOLE,
+        "config-not-object" => k::ERROR_CONFIG_NOT_OBJECT,
+        "config-no-model-type" => k::ERROR_CONFIG_NO_MODEL_TYPE,
+        "config-unknown-model-type" => k::ERROR_CONFIG_UNKNOWN_MODEL_TYPE,
+        "config-lacks" => k::ERROR_CONFIG_LACKS,
+        "config-not-whole" => k::ERROR_CONFIG_NOT_WHOLE,
+        "config-too-large" => k::ERROR_CONFIG_TOO_LARGE,
+        "config-not-bool" => k::ERROR_CONFIG_NOT_BOOL,
+        "config-out-of-range" => k::ERROR_CONFIG_OUT_OF_RANGE,
+        "config-at-least-one" => k::ERROR_CONFIG_AT_LEAST_ONE,
+        "config-layer-types-count" => k::ERROR_CONFIG_LAYER_TYPES_COUNT,
+        "config-layer-types-type" => k::ERROR_CONFIG_LAYER_TYPES_TYPE,
+        "config-no-text-config" => k::ERROR_CONFIG_NO_TEXT_CONFIG,
+        "config-too-many-params" => k::ERROR_CONFIG_TOO_MANY_PARAMS,
+        "not-json" => k::ERROR_NOT_JSON,
+        "manual-not-whole" => k::ERROR_MANUAL_NOT_WHOLE,
+        "file-json-too-large" => k::ERROR_FILE_JSON_TOO_LARGE,
+        "file-header-too-long" => k::ERROR_FILE_HEADER_TOO_LONG,
+        "hub-status" => k::ERROR_HUB_STATUS,
+        _ => return text.to_string(),
+    };
+    let args: Vec<(&str, &str)> = values.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    fmt(lang, key, &args)
+}
+
 /// An engine note in the reader's language: its key by id, its values formatted (bytes as GiB,
 /// numbers in the language's notation, a stage by its name).
 pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
@@ -716,7 +753,7 @@ fn hub_message(lang: Lang, id: &str, e: &HubError) -> String {
         HubError::Gated => fmt(lang, k::CALC_OWN_GATED, &[("id", id)]),
         HubError::Missing => fmt(lang, k::CALC_OWN_MISSING, &[("id", id)]),
         HubError::Offline => fmt(lang, k::CALC_OWN_OFFLINE, &[("id", id)]),
-        HubError::Other(m) => fmt(lang, k::CALC_ERROR, &[("error", &format!("{id}: {m}"))]),
+        HubError::Other(m) => fmt(lang, k::CALC_ERROR, &[("error", &format!("{id}: {}", error_text(lang, m)))]),
     }
 }
 
@@ -809,14 +846,14 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
                 leptos::task::spawn_local(async move {
                     match crate::own_model::describe_with(&facts, &text).await {
                         Ok(d) => apply(&d),
-                        Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &e)]))),
+                        Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))]))),
                     }
                     busy.set(false);
                 });
             }
             _ => match crate::own_model::pasted_model(&text) {
                 Ok(m) => use_model(m, None, false),
-                Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &e)]))),
+                Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))]))),
             },
         }
     };
@@ -833,7 +870,7 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
     };
     let on_manual = move |_| match crate::own_model::manual_model(&manual.get_untracked()) {
         Ok(m) => use_model(m, None, false),
-        Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &e)]))),
+        Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))]))),
     };
     #[cfg(feature = "csr")]
     let read = {
@@ -853,7 +890,7 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
                             apply(&answer["description"]);
                         }
                     }
-                    Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &e)]))),
+                    Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))]))),
                 }
                 busy.set(false);
             });
@@ -1178,8 +1215,33 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
             Ok(r) => view! { <Result lang=lang ds=ds_r.clone() state=state result=r /> }.into_any(),
             Err(NoResult::Loading) => view! { <p id="calc-loading" aria-live="polite">{t(lang, k::CALC_OWN_LOADING)}</p> }.into_any(),
             Err(NoResult::Hub(id, e)) => view! { <p role="alert" id="calc-error">{hub_message(lang, &id, &e)}</p> }.into_any(),
-            Err(NoResult::Invalid(e)) => view! { <p role="alert" id="calc-error">{fmt(lang, k::CALC_ERROR, &[("error", &e)])}</p> }.into_any(),
+            Err(NoResult::Invalid(e)) => view! { <p role="alert" id="calc-error">{fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))])}</p> }.into_any(),
         }}
         <p><a id="share" href=share>{t(lang, k::CALC_SHARE)}</a></p>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every message of the engine has its sentence in every language, with its values in it.
+    #[test]
+    fn every_engine_message_reads_in_every_language() {
+        for (id, template) in headroom_core::messages::MESSAGES {
+            let names: Vec<&str> = template.split('{').skip(1).filter_map(|r| r.split_once('}').map(|(n, _)| n)).collect();
+            let values: Vec<(&str, String)> = names.iter().enumerate().map(|(i, n)| (*n, format!("V{i}"))).collect();
+            let refs: Vec<(&str, &str)> = values.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let english = headroom_core::messages::say(id, &refs);
+            for lang in Lang::ALL {
+                let shown = error_text(lang, &english);
+                if lang != Lang::En {
+                    assert_ne!(shown, english, "{id} in {}", lang.code());
+                }
+                for (_, v) in &values {
+                    assert!(shown.contains(v.as_str()), "{id} in {}: {shown} lacks {v}", lang.code());
+                }
+            }
+        }
     }
 }

@@ -111,12 +111,12 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
         return Err(format!("fields `width`/`height`: {w}×{h} must be positive multiples of {sc}"));
     }
     if d.batch == 0 {
-        return Err("field `batch`: must be at least 1".into());
+        return Err(crate::messages::say("at-least-one", &[("field", "batch")]));
     }
     let frames = match (m.modality, d.frames) {
         (Modality::Video, Some(f)) if f >= 1 => f,
         (Modality::Video, None) => default_frames(ds, m)?,
-        (Modality::Video, Some(_)) => return Err("field `frames`: must be at least 1".into()),
+        (Modality::Video, Some(_)) => return Err(crate::messages::say("at-least-one", &[("field", "frames")])),
         (Modality::Image, Some(_)) => return Err(format!("field `frames`: `{}` makes images, not video", m.id)),
         (Modality::Image, None) => 1,
     };
@@ -141,10 +141,7 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
     let den_weights_one = file.map(|f| f.bytes as f64).unwrap_or(den.params as f64 * den_fmt.bytes_per_weight());
     let den_layers = den.layers.unwrap_or(0);
     if d.block_swap > 0 && (den_layers == 0 || d.block_swap >= den_layers) {
-        return Err(format!(
-            "field `block_swap`: {} blocks; `{}` has {} swappable blocks in the catalog",
-            d.block_swap, m.id, den_layers
-        ));
+        return Err(crate::messages::say("block-swap-too-many", &[("value", &d.block_swap.to_string()), ("model", &m.id), ("blocks", &den_layers.to_string())]));
     }
     let swapped = if den_layers > 0 { d.block_swap as f64 / den_layers as f64 } else { 0.0 };
     let den_resident = den_weights_one * (1.0 - swapped);

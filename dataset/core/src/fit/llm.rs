@@ -27,7 +27,7 @@ pub(crate) fn model<'a>(ds: &'a Dataset, r: &ModelRef) -> Result<(Cow<'a, Llm>, 
             let (mut m, origin) = crate::hf::llm_from_config(&spec.hf_config, spec.name.as_deref()).map_err(|e| format!("field `model`: {e}"))?;
             if let Some(p) = spec.params {
                 if p == 0 {
-                    return Err("field `model.params`: must be at least 1".into());
+                    return Err(crate::messages::say("at-least-one", &[("field", "model.params")]));
                 }
                 m.params = p;
             }
@@ -128,13 +128,13 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
     let wq = quant(ds, &l.weights, "weights")?;
     let kvq = quant(ds, &l.kv_cache, "kv_cache")?;
     if l.context == 0 {
-        return Err("field `context`: must be at least 1 token".into());
+        return Err(crate::messages::say("at-least-one", &[("field", "context")]));
     }
     if l.batch == 0 {
-        return Err("field `batch`: must be at least 1".into());
+        return Err(crate::messages::say("at-least-one", &[("field", "batch")]));
     }
     if l.context > m.max_context {
-        return Err(format!("field `context`: {} tokens is beyond {}'s maximum of {}", l.context, m.id, m.max_context));
+        return Err(crate::messages::say("context-beyond-max", &[("context", &l.context.to_string()), ("model", &m.id), ("max", &m.max_context.to_string())]));
     }
     let mut b = Breakdown::new();
     b.arch = Some(summary(m, origin));

@@ -336,16 +336,16 @@ impl Card {
                 };
                 match num.trim().parse::<f64>() {
                     Ok(x) if x > 0.0 && x <= 4096.0 => (format!("{} {unit}", num.trim()), x * mult),
-                    _ => return Err(format!("`{spec}` is neither a catalog GPU id nor a size such as 8GiB")),
+                    _ => return Err(crate::messages::say("card-unknown", &[("spec", spec)])),
                 }
             }
         };
         if !(other_processes_gib >= 0.0 && other_processes_gib.is_finite()) {
-            return Err("memory used by other processes must be 0 or more GiB".into());
+            return Err(crate::messages::say("card-other-negative", &[]));
         }
         let other = other_processes_gib * GIB;
         if other >= total {
-            return Err("other processes already use the whole card".into());
+            return Err(crate::messages::say("card-other-whole", &[]));
         }
         Ok(Card { spec: spec.to_string(), name, memory_bytes: total as u64, other_bytes: other as u64 })
     }

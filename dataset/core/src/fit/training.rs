@@ -79,17 +79,19 @@ pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String>
     let (m, origin) = model(ds, &t.model)?;
     let m: &Llm = &m;
     let p = precision(&t.precision)?;
-    if t.seq == 0 || t.batch == 0 {
-        return Err("fields `seq` and `batch` must be at least 1".into());
+    for (field, n) in [("seq", t.seq), ("batch", t.batch)] {
+        if n == 0 {
+            return Err(crate::messages::say("at-least-one", &[("field", field)]));
+        }
     }
     if t.gpus == 0 {
-        return Err("field `gpus`: must be at least 1".into());
+        return Err(crate::messages::say("at-least-one", &[("field", "gpus")]));
     }
     if t.zero > 3 {
         return Err(format!("field `zero`: ZeRO stage {} does not exist (0, 1, 2 or 3)", t.zero));
     }
     if t.lora_rank == 0 && t.method != Method::Full {
-        return Err("field `lora_rank`: must be at least 1".into());
+        return Err(crate::messages::say("at-least-one", &[("field", "lora_rank")]));
     }
     let mut b = Breakdown::new();
     b.arch = Some(summary(m, origin));
