@@ -56,6 +56,15 @@ async fn page_data(bundle: Bundle, lang: Lang) -> Result<Arc<Dataset>, String> {
     ui.and(ds)
 }
 
+/// A performance mark, once per page life (the size benchmark reads them).
+fn mark_once(name: &str) {
+    if let Some(p) = window().performance() {
+        if p.get_entries_by_name(name).length() == 0 {
+            let _ = p.mark(name);
+        }
+    }
+}
+
 /// The prerendered copy of the page stays until the app can show the page in its place.
 fn drop_prerendered() {
     if let Some(old) = document().get_element_by_id("prerendered") {
@@ -110,6 +119,8 @@ fn go(to: &str, replace: bool) {
 /// other bundle's.
 #[component]
 pub fn App(bundle: Bundle, body: Body) -> impl IntoView {
+    // The app runs (the wasm is compiled and started).
+    mark_once("headroom-start");
     // `/` goes to the remembered language, else the browser's.
     if here().0 == "/" {
         let lang = saved_lang().unwrap_or_else(browser_lang);
@@ -158,6 +169,7 @@ pub fn App(bundle: Bundle, body: Body) -> impl IntoView {
         }
         leptos::task::spawn_local(async move {
             let r = page_data(bundle, l).await;
+            mark_once("headroom-data");
             if lang.get_untracked() == l {
                 data.set(Some((l, r)));
             }
@@ -182,10 +194,12 @@ pub fn App(bundle: Bundle, body: Body) -> impl IntoView {
                 ().into_any()
             }
             (Ok(ds), Some((_, route))) => {
-                // The first render with data: the page is interactive (read by the size test).
-                if let Some(p) = window().performance() {
-                    if p.get_entries_by_name("headroom-interactive").length() == 0 {
-                        let _ = p.mark("headroom-interactive");
+                // The first render with data: the page is interactive (read by the size test;
+                // index.html starts the service worker then).
+                if window().performance().is_some_and(|p| p.get_entries_by_name("headroom-interactive").length() == 0) {
+                    mark_once("headroom-interactive");
+                    if let Ok(e) = web_sys::Event::new("headroom-interactive") {
+                        let _ = window().dispatch_event(&e);
                     }
                 }
                 let query = location.with_untracked(|(_, q)| q.clone());

@@ -81,7 +81,7 @@ fn the_calculators_data_is_smaller_and_keeps_derivation_expressions() {
     // The engine finds diffusion weight claims by their expressions: they stay, without the rest
     // of their sources.
     let with_compute = calc.claims.iter().filter(|c| c.sources.iter().any(|s| s.compute.is_some())).count();
-    assert!(with_compute > 50, "{with_compute} claims keep a derivation");
+    assert!(with_compute > 40, "{with_compute} claims keep a derivation");
     assert!(calc.claims.iter().flat_map(|c| &c.sources).all(|s| s.compute.is_some() && s.passage.is_empty() && s.url.is_none()));
     assert!(calc.gpus.iter().all(|g| g.source.url.is_none() && g.source.title.is_empty()));
 }

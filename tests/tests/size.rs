@@ -41,7 +41,7 @@ fn first_load_size_time_to_interactive_and_recompute() {
             urls.push(data.into());
         }
     }
-    urls.push("/sw.js".into());
+    // The service worker (sw.js and what it precaches) starts once the page is interactive.
     println!("first load of {page}:");
     let (mut br_total, mut gz_total, mut raw_total) = (0, 0, 0);
     for u in &urls {
@@ -75,7 +75,8 @@ fn first_load_size_time_to_interactive_and_recompute() {
         cold.wait_js("return performance.getEntriesByName('headroom-interactive').length > 0 && !!document.getElementById('peak')");
         let t = cold.js("return performance.getEntriesByName('headroom-interactive')[0].startTime").as_f64().unwrap();
         let arrivals = cold.js("return performance.getEntriesByType('resource').filter((e) => /\\.(wasm|js|json)$/.test(e.name)).map((e) => new URL(e.name).pathname.replace(/-[0-9a-f]{16}/, '') + ' ' + Math.round(e.responseEnd)).join(', ')");
-        println!("  cold load: interactive at {t:.0} ms; arrived (ms): {}", arrivals.as_str().unwrap_or(""));
+        let marks = cold.js("return ['headroom-start', 'headroom-data'].map((n) => n + ' ' + Math.round((performance.getEntriesByName(n)[0] || {startTime: -1}).startTime)).join(', ')");
+        println!("  cold load: interactive at {t:.0} ms; arrived (ms): {}; app (ms): {}", arrivals.as_str().unwrap_or(""), marks.as_str().unwrap_or(""));
         colds.push(t);
     }
     colds.sort_by(f64::total_cmp);

@@ -422,6 +422,8 @@ impl Dataset {
         let mut ds = self.clone();
         ds.claims.retain(|c| c.verdict != Verdict::Contradicted);
         for c in &mut ds.claims {
+            // The engine reads only the expressions over a model's components.
+            c.sources.retain(|s| s.compute.as_deref().is_some_and(|e| e.contains("params(")));
             c.topic.clear();
             c.tools.clear();
             c.related.clear();
