@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Puts the llama.cpp source that the reference runs build on the device into target/llama-src.
+# The source comes from the llama-cpp-python source package on the Python registry, which vendors
+# llama.cpp's complete tree (0.3.36 vendors commit 0c1e57098bba43ac29e6e3b677cdceebdd22334f).
+# Only what a CUDA build of the command-line tools needs is kept (about 25 MB, small enough to
+# travel to the device as a `carry` path): the CMake files, ggml with its CPU and CUDA backends,
+# the library, common, vendor and the tools without the web server.
+#
+# On the device (CUDA 13, 16 cores) the build took 4 min 24 s:
+#   cmake -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_SERVER=OFF \
+#     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF \
+#     -DCMAKE_BUILD_TYPE=Release
+#   cmake --build build -j 16 --target llama-completion llama-fit-params llama-quantize
+set -euo pipefail
+VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+ROOT="$(cd "$(dirname "$0")/../../../.." && pwd)"
+OUT="$ROOT/target/llama-src"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+# The source package is about 77 MB; LLAMA_CPP_SDIST names one already downloaded.
+SDIST="${LLAMA_CPP_SDIST:-}"
+if [ -z "$SDIST" ]; then
+  python3 -m pip download "llama-cpp-python==$VERSION" --no-deps --no-binary :all: -d "$WORK" -q
+  SDIST="$WORK/llama_cpp_python-$VERSION.tar.gz"
+fi
+tar -xzf "$SDIST" -C "$WORK"
+SRC="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
+rm -rf "$OUT"
+mkdir -p "$OUT/tools"
+cp -r "$SRC"/{CMakeLists.txt,CMakePresets.json,LICENSE,cmake,ggml,src,common,include,vendor} "$OUT/"
+for d in "$SRC"/tools/*; do
+  case "$(basename "$d")" in ui|server|cli) ;; *) cp -r "$d" "$OUT/tools/" ;; esac
+done
+# Backends other than the CPU and CUDA ones are never built here.
+for b in virtgpu cann openvino webgpu et metal hexagon sycl vulkan opencl zdnn rpc; do
+  rm -rf "$OUT/ggml/src/ggml-$b"
+done
+echo "llama.cpp from llama-cpp-python $VERSION in $OUT ($(du -sh "$OUT" | cut -f1))"
