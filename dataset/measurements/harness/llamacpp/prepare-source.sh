@@ -17,7 +17,8 @@ ROOT="$(cd "$(dirname "$0")/../../../.." && pwd)"
 OUT="$ROOT/target/llama-src"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-# The source package is about 77 MB; LLAMA_CPP_SDIST names one already downloaded.
+# The source package is about 77 MB, and its download through this machine's registry proxy took
+# longer than 15 minutes on 2026-12-02: LLAMA_CPP_SDIST names a copy already downloaded.
 SDIST="${LLAMA_CPP_SDIST:-}"
 if [ -z "$SDIST" ]; then
   python3 -m pip download "llama-cpp-python==$VERSION" --no-deps --no-binary :all: -d "$WORK" -q
