@@ -26,18 +26,9 @@ pub(crate) async fn fetch_text(url: &str) -> Result<String, String> {
     body.as_string().ok_or_else(|| format!("{url}: body is not text"))
 }
 
-/// Where a bundle's data for a language is (`dataset build` writes them): the calculator's part
-/// (`/data/calc-<lang>.json`) or the compact dataset every other page reads (`/data/<lang>.json`).
-pub(crate) fn data_url(bundle: Bundle, lang: Lang) -> String {
-    match bundle {
-        Bundle::Calculator => format!("/data/calc-{}.json", lang.code()),
-        Bundle::Pages => format!("/data/{}.json", lang.code()),
-    }
-}
-
 /// A bundle's data for one language.
 async fn dataset(bundle: Bundle, lang: Lang) -> Result<Arc<Dataset>, String> {
-    let url = data_url(bundle, lang);
+    let url = bundle.data_url(lang);
     let body = fetch_text(&url).await?;
     Dataset::from_json(&body).map(Arc::new).map_err(|e| format!("{url}: {e}"))
 }
@@ -47,7 +38,7 @@ async fn strings(lang: Lang) -> Result<(), String> {
     if headroom_i18n::is_loaded(lang) {
         return Ok(());
     }
-    headroom_i18n::load(lang, &fetch_text(&format!("/data/ui-{}.json", lang.code())).await?)
+    headroom_i18n::load(lang, &fetch_text(&crate::pages::ui_url(lang)).await?)
 }
 
 /// What a page needs before it renders: its language's strings and data, fetched together.
@@ -56,12 +47,12 @@ async fn page_data(bundle: Bundle, lang: Lang) -> Result<Arc<Dataset>, String> {
     ui.and(ds)
 }
 
-/// A performance mark, once per page life (the size benchmark reads them).
-fn mark_once(name: &str) {
-    if let Some(p) = window().performance() {
-        if p.get_entries_by_name(name).length() == 0 {
-            let _ = p.mark(name);
-        }
+/// A performance mark, once per page life (the size benchmark reads them); whether it was made
+/// now.
+fn mark_once(name: &str) -> bool {
+    match window().performance() {
+        Some(p) if p.get_entries_by_name(name).length() == 0 => p.mark(name).is_ok(),
+        _ => false,
     }
 }
 
@@ -196,8 +187,7 @@ pub fn App(bundle: Bundle, body: Body) -> impl IntoView {
             (Ok(ds), Some((_, route))) => {
                 // The first render with data: the page is interactive (read by the size test;
                 // index.html starts the service worker then).
-                if window().performance().is_some_and(|p| p.get_entries_by_name("headroom-interactive").length() == 0) {
-                    mark_once("headroom-interactive");
+                if mark_once("headroom-interactive") {
                     if let Ok(e) = web_sys::Event::new("headroom-interactive") {
                         let _ = window().dispatch_event(&e);
                     }

@@ -143,8 +143,8 @@ fn a_pasted_config_is_sized_like_the_engine_and_the_link_reproduces_it() {
     b.click("#own-paste-use");
     let msg = b.wait_text("#own-message", |s| s.contains("rwkv7"));
     assert!(msg.contains("num_key_value_heads"), "{msg}");
+    assert_eq!(b.js("return document.getElementById('own-manual').open"), json!(true), "the form for those fields opens");
     // By hand: the Llama layout with the values typed in.
-    b.js("document.getElementById('own-manual').open = true; return 1");
     for (f, v) in [("num_hidden_layers", "24"), ("hidden_size", "896"), ("intermediate_size", "4864"), ("num_attention_heads", "14"), ("num_key_value_heads", "2"), ("head_dim", "64"), ("vocab_size", "151936"), ("max_position_embeddings", "32768")] {
         b.js(&format!("const i = document.getElementById('own-m-{f}'); i.value = '{v}'; i.dispatchEvent(new Event('input', {{bubbles: true}})); return 1"));
     }

@@ -50,8 +50,8 @@ pub fn build(dir: &Path, i18n: &Path, out: &Path) -> Result<(), String> {
     let path = data_dir.join("dataset.json");
     std::fs::write(&path, loaded.dataset.to_json()).map_err(|e| format!("{}: {e}", path.display()))?;
     // Per language: the compact data every page loads (the calculator a part of it), the claims'
-    // details (claim pages), the
-    // rendered guides (guide pages) and the UI strings (the browser app carries none).
+    // details (claim pages), the rendered guides (guide pages) and the UI strings (the browser app
+    // carries none).
     let write = |name: String, text: String| {
         let p = data_dir.join(name);
         std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))

@@ -7,6 +7,8 @@
 /// Every message: (id, English template).
 pub const MESSAGES: &[(&str, &str)] = &[
     ("at-least-one", "field `{field}`: must be at least 1"),
+    // Another message about the workload's model object (its `error` is that message).
+    ("in-model", "field `model`: {error}"),
     ("context-beyond-max", "field `context`: {context} tokens is beyond {model}'s maximum of {max}"),
     ("block-swap-too-many", "field `block_swap`: {value} blocks; `{model}` has {blocks} swappable blocks in the catalog"),
     ("card-unknown", "`{spec}` is neither a catalog GPU id nor a size such as 8GiB"),
@@ -69,6 +71,20 @@ pub fn say(id: &str, values: &[(&str, &str)]) -> String {
         .collect()
 }
 
+/// The ids of the messages in `text`: its own, then those of its `error` value, if any.
+pub fn ids(text: &str) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut rest = text.to_string();
+    while let Some((id, values)) = read(&rest) {
+        out.push(id);
+        match values.into_iter().find(|(n, _)| *n == "error") {
+            Some((_, inner)) => rest = inner,
+            None => break,
+        }
+    }
+    out
+}
+
 /// Which message `text` is, and its values; `None` for any other text.
 pub fn read(text: &str) -> Option<(&'static str, Vec<(&'static str, String)>)> {
     'messages: for (id, template) in MESSAGES {
@@ -121,6 +137,14 @@ mod tests {
         for (i, (id, _)) in MESSAGES.iter().enumerate() {
             assert!(MESSAGES[..i].iter().all(|(other, _)| other != id), "{id} twice");
         }
+    }
+
+    #[test]
+    fn a_message_about_the_model_carries_the_config_readers_message() {
+        let inner = say("config-lacks", &[("model_type", "llama"), ("key", "vocab_size")]);
+        let outer = say("in-model", &[("error", &inner)]);
+        assert_eq!(ids(&outer), ["in-model", "config-lacks"]);
+        assert_eq!(ids("plain text"), Vec::<&str>::new());
     }
 
     #[test]

@@ -415,13 +415,18 @@ impl Dataset {
     }
 
     /// What the calculator loads (from a compact dataset): only what the fit engine and the
-    /// calculator's pages read. Contradicted claims go (the engine never cites them), and so do
-    /// the claims' topics, tools, cards and related claims, the conditions of claims without a
-    /// derivation, the catalog's sources, the seeds and the guides (`tests/calculator_data.rs` checks that the engine answers the same on it).
+    /// calculator's pages read. Contradicted claims keep only their id and verdict (the engine never
+    /// cites them; the page counts them). The other claims lose their derivations other than those
+    /// over a model's components (`params(…)`), their topics, tools, cards and related claims and,
+    /// left without a derivation, their conditions. The catalog's sources, the seeds and the guides
+    /// go too. `tests/calculator_data.rs` checks that the engine answers the same on it.
     pub fn for_calculator(&self) -> Dataset {
         let mut ds = self.clone();
-        ds.claims.retain(|c| c.verdict != Verdict::Contradicted);
         for c in &mut ds.claims {
+            if c.verdict == Verdict::Contradicted {
+                c.statement = Text::default();
+                c.correction = None;
+            }
             // The engine reads only the expressions over a model's components.
             c.sources.retain(|s| s.compute.as_deref().is_some_and(|e| e.contains("params(")));
             c.topic.clear();

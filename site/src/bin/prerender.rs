@@ -11,7 +11,7 @@ use std::sync::Arc;
 use headroom_core::{Dataset, Lang, Verdict};
 use headroom_i18n::{k, t};
 use headroom_site::pages::guides::Rendered;
-use headroom_site::pages::{description, title, Bundle, Page};
+use headroom_site::pages::{description, title, ui_url, Bundle, Page};
 use headroom_site::routes::Route;
 use leptos::prelude::*;
 use leptos::tachys::view::RenderHtml;
@@ -138,12 +138,8 @@ fn bundle_files(template: &str, bundle: Bundle) -> (String, String) {
 /// language's strings and data, `app.rs`), started as a module.
 fn bundle_tags(template: &str, bundle: Bundle, lang: Lang) -> String {
     let (js, wasm) = bundle_files(template, bundle);
-    let data = match bundle {
-        Bundle::Calculator => format!("/data/calc-{}.json", lang.code()),
-        Bundle::Pages => format!("/data/{}.json", lang.code()),
-    };
     let mut tags = format!("<link rel=\"modulepreload\" href=\"{js}\" />\n  <link rel=\"preload\" href=\"{wasm}\" as=\"fetch\" type=\"application/wasm\" crossorigin />\n");
-    for url in [data, format!("/data/ui-{}.json", lang.code())] {
+    for url in [bundle.data_url(lang), ui_url(lang)] {
         tags += &format!("  <link rel=\"preload\" href=\"{url}\" as=\"fetch\" type=\"application/json\" crossorigin />\n");
     }
     tags + &format!("  <script type=\"module\">import init from \"{js}\"; init({{ module_or_path: \"{wasm}\" }});</script>")
@@ -302,7 +298,7 @@ fn main() {
     // precaches the app and one language, not five).
     let mut langs = serde_json::Map::new();
     for lang in Lang::ALL {
-        let mut set = vec![format!("/data/{}.json", lang.code()), format!("/data/calc-{}.json", lang.code()), format!("/data/ui-{}.json", lang.code()), format!("/data/guides-{}.json", lang.code()), format!("/data/details-{}.json", lang.code())];
+        let mut set = vec![Bundle::Pages.data_url(lang), Bundle::Calculator.data_url(lang), ui_url(lang), format!("/data/guides-{}.json", lang.code()), format!("/data/details-{}.json", lang.code())];
         set.extend(Route::NAV.iter().map(|r| r.path(lang)));
         set.push(format!("/{}/404.html", lang.code()));
         langs.insert(lang.code().to_string(), serde_json::json!(set));

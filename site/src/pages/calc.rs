@@ -666,6 +666,11 @@ fn preset_label(lang: Lang, id: &str) -> &'static str {
     })
 }
 
+/// Whether an error says the config cannot be read and the model is to be described by hand.
+fn asks_for_hand_description(e: &str) -> bool {
+    headroom_core::messages::ids(e).iter().any(|id| matches!(*id, "config-no-model-type" | "config-unknown-model-type"))
+}
+
 /// What the engine, the card parser or the config reader said when they could not answer, in the
 /// reader's language (`headroom_core::messages`); any other text as it is.
 pub fn error_text(lang: Lang, text: &str) -> String {
@@ -674,6 +679,7 @@ pub fn error_text(lang: Lang, text: &str) -> String {
     };
     let key = match id {
         "at-least-one" => k::ERROR_AT_LEAST_ONE,
+        "in-model" => k::ERROR_IN_MODEL,
         "context-beyond-max" => k::ERROR_CONTEXT_BEYOND_MAX,
         "block-swap-too-many" => k::ERROR_BLOCK_SWAP_TOO_MANY,
         "card-unknown" => k::ERROR_CARD_UNKNOWN,
@@ -699,6 +705,8 @@ pub fn error_text(lang: Lang, text: &str) -> String {
         "hub-status" => k::ERROR_HUB_STATUS,
         _ => return text.to_string(),
     };
+    // A message inside another one (its `error`) is said in the reader's language too.
+    let values: Vec<(&str, String)> = values.into_iter().map(|(n, v)| if n == "error" { (n, error_text(lang, &v)) } else { (n, v) }).collect();
     let args: Vec<(&str, &str)> = values.iter().map(|(n, v)| (*n, v.as_str())).collect();
     fmt(lang, key, &args)
 }
@@ -771,6 +779,13 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
         s.get("model").and_then(|m| m.as_str()).and_then(|m| m.strip_prefix(HUB_PREFIX)).unwrap_or("").to_string()
     }));
     let manual: RwSignal<BTreeMap<String, String>> = RwSignal::new(BTreeMap::new());
+    // What the engine said about the reader's input, in their language; a config it cannot read
+    // also opens the form to describe the model by hand.
+    let by_hand = RwSignal::new(false);
+    let fail = move |e: String| {
+        by_hand.set(asks_for_hand_description(&e));
+        message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))])));
+    };
     // A model object goes into the state; a file in a format the engine knows also sets `weights`
     // (its exact bytes then count), and a GGUF the engine that reads it.
     let use_model = move |model: Value, format: Option<String>, gguf: bool| {
@@ -846,14 +861,14 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
                 leptos::task::spawn_local(async move {
                     match crate::own_model::describe_with(&facts, &text).await {
                         Ok(d) => apply(&d),
-                        Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))]))),
+                        Err(e) => fail(e),
                     }
                     busy.set(false);
                 });
             }
             _ => match crate::own_model::pasted_model(&text) {
                 Ok(m) => use_model(m, None, false),
-                Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))]))),
+                Err(e) => fail(e),
             },
         }
     };
@@ -870,7 +885,7 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
     };
     let on_manual = move |_| match crate::own_model::manual_model(&manual.get_untracked()) {
         Ok(m) => use_model(m, None, false),
-        Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))]))),
+        Err(e) => fail(e),
     };
     #[cfg(feature = "csr")]
     let read = {
@@ -890,7 +905,7 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
                             apply(&answer["description"]);
                         }
                     }
-                    Err(e) => message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))]))),
+                    Err(e) => fail(e),
                 }
                 busy.set(false);
             });
@@ -959,7 +974,7 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
                 <textarea id="own-paste" rows="4" spellcheck="false" prop:value=move || paste.get() on:input=move |ev| paste.set(event_target_value(&ev))></textarea>
                 <button type="button" id="own-paste-use" on:click=on_paste>{t(lang, k::CALC_OWN_USE)}</button>
             </div>
-            <details id="own-manual" prop:open=move || manual_open.get()>
+            <details id="own-manual" prop:open=move || manual_open.get() || by_hand.get()>
                 <summary>{t(lang, k::CALC_OWN_MANUAL)}</summary>
                 <div class="manual">
                     {fields.iter().map(|f| {
@@ -1167,7 +1182,7 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
     headroom_core::sort_short_by(&mut gpus, |a, b| a.memory_gb.total_cmp(&b.memory_gb).then(a.name.cmp(&b.name)));
     let cards: Vec<(String, String)> = gpus.iter().map(|g| (g.id.clone(), format!("{} · {}", g.name, gib(headroom_core::fit::gpu_bytes(g) as f64, lang)))).collect();
     let arch = Signal::derive(move || result.with(|r| r.as_ref().ok().and_then(|f| f.architecture.clone())));
-    let manual_open = Signal::derive(move || result.with(|r| matches!(r, Err(NoResult::Invalid(e)) if e.contains("by hand"))));
+    let manual_open = Signal::derive(move || result.with(|r| matches!(r, Err(NoResult::Invalid(e)) if asks_for_hand_description(e))));
     let show_panel = move || open.get() || state.with(is_own_model) || state.with(|s| s.contains_key("file"));
     view! {
         <h1>{t(lang, k::CALC_TITLE)}</h1>

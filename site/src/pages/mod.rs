@@ -64,8 +64,6 @@ pub enum Bundle {
 }
 
 impl Bundle {
-    pub const ALL: [Bundle; 2] = [Bundle::Calculator, Bundle::Pages];
-
     /// The bundle that renders a route.
     pub fn of(route: &Route) -> Bundle {
         match route {
@@ -81,6 +79,21 @@ impl Bundle {
             Bundle::Pages => "app",
         }
     }
+
+    /// Where its data for a language is (`dataset build` writes them): the calculator's part
+    /// (`Dataset::for_calculator`) or the compact dataset every other page reads.
+    pub fn data_url(self, lang: Lang) -> String {
+        match self {
+            Bundle::Calculator => format!("/data/calc-{}.json", lang.code()),
+            Bundle::Pages => format!("/data/{}.json", lang.code()),
+        }
+    }
+}
+
+/// Where a language's UI strings are (`dataset build` writes them; the browser build of
+/// headroom-i18n loads them).
+pub fn ui_url(lang: Lang) -> String {
+    format!("/data/ui-{}.json", lang.code())
 }
 
 /// The calculator bundle's body.

@@ -24,7 +24,7 @@ pub(crate) fn model<'a>(ds: &'a Dataset, r: &ModelRef) -> Result<(Cow<'a, Llm>, 
             Ok((Cow::Borrowed(m), ArchOrigin { source: "catalog".into(), model_type: None, counted: None }))
         }
         ModelRef::Spec(spec) => {
-            let (mut m, origin) = crate::hf::llm_from_config(&spec.hf_config, spec.name.as_deref()).map_err(|e| format!("field `model`: {e}"))?;
+            let (mut m, origin) = crate::hf::llm_from_config(&spec.hf_config, spec.name.as_deref()).map_err(|e| crate::messages::say("in-model", &[("error", &e)]))?;
             if let Some(p) = spec.params {
                 if p == 0 {
                     return Err(crate::messages::say("at-least-one", &[("field", "model.params")]));
