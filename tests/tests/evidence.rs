@@ -6,19 +6,28 @@
 //! One citation is known to fall outside and is listed in `KNOWN`: llama.cpp/Ollama are charged the
 //! CUDA context measured for a PyTorch process (their own is issue 21's llama.cpp reference runs).
 
-use headroom_core::fit::{fit, Workload};
+use headroom_core::fit::{Workload, fit};
 use headroom_core::{Claim, Verdict};
 use headroom_e2e::data::loaded;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Tools a workload runs on, as claims name them.
 fn tools_of(w: &Value) -> Vec<&'static str> {
-    match (w["kind"].as_str().unwrap(), w["engine"].as_str().unwrap_or("transformers")) {
+    match (
+        w["kind"].as_str().unwrap(),
+        w["engine"].as_str().unwrap_or("transformers"),
+    ) {
         ("llm-inference", "vllm") => vec!["vllm", "pytorch"],
         ("llm-inference", "llama.cpp") => vec!["llama.cpp"],
         ("llm-inference", "ollama") => vec!["ollama", "llama.cpp"],
         ("llm-inference", _) => vec!["transformers", "pytorch"],
-        ("training", _) => vec!["pytorch", "transformers", "peft", "bitsandbytes", "deepspeed"],
+        ("training", _) => vec![
+            "pytorch",
+            "transformers",
+            "peft",
+            "bitsandbytes",
+            "deepspeed",
+        ],
         _ => vec!["diffusers", "comfyui", "pytorch", "wan2.1", "hunyuanvideo"],
     }
 }
@@ -28,18 +37,38 @@ fn claim_tools(c: &Claim) -> Vec<String> {
     if !c.tools.is_empty() {
         return c.tools.clone();
     }
-    let sw = c.conditions.get("software").map(|s| s.to_lowercase()).unwrap_or_default();
-    ["pytorch", "transformers", "diffusers", "vllm", "llama.cpp", "ollama", "comfyui", "peft"]
-        .into_iter()
-        .filter(|t| sw.contains(t))
-        .map(String::from)
-        .collect()
+    let sw = c
+        .conditions
+        .get("software")
+        .map(|s| s.to_lowercase())
+        .unwrap_or_default();
+    [
+        "pytorch",
+        "transformers",
+        "diffusers",
+        "vllm",
+        "llama.cpp",
+        "ollama",
+        "comfyui",
+        "peft",
+    ]
+    .into_iter()
+    .filter(|t| sw.contains(t))
+    .map(String::from)
+    .collect()
 }
 
 fn topic_ok(kind: &str, term: &str, topic: &str) -> bool {
     match term {
         "cuda-context" => ["diagnostics", "oom-message"].contains(&topic),
-        "allocator-headroom" => ["allocator", "llm-inference", "training", "diffusion", "video"].contains(&topic),
+        "allocator-headroom" => [
+            "allocator",
+            "llm-inference",
+            "training",
+            "diffusion",
+            "video",
+        ]
+        .contains(&topic),
         t if t.ends_with("weights") => true,
         _ => match kind {
             "llm-inference" => ["llm-inference", "allocator"].contains(&topic),
@@ -50,10 +79,7 @@ fn topic_ok(kind: &str, term: &str, topic: &str) -> bool {
 }
 
 /// (engine, term, claim) citations known to be out of scope, each waiting for its claim.
-const KNOWN: [(&str, &str, &str); 2] = [
-    ("llama.cpp", "cuda-context", "fit-cuda-context-measured"),
-    ("ollama", "cuda-context", "fit-cuda-context-measured"),
-];
+const KNOWN: [(&str, &str, &str); 0] = [];
 
 #[test]
 fn every_term_cites_claims_about_that_term_engine_and_model() {
@@ -61,7 +87,11 @@ fn every_term_cites_claims_about_that_term_engine_and_model() {
     let mut workloads = Vec::new();
     for m in &ds.llms {
         for engine in ["transformers", "vllm", "llama.cpp", "ollama"] {
-            let weights = if engine == "llama.cpp" || engine == "ollama" { "Q4_K_M" } else { "bf16" };
+            let weights = if engine == "llama.cpp" || engine == "ollama" {
+                "Q4_K_M"
+            } else {
+                "bf16"
+            };
             workloads.push(json!({"kind": "llm-inference", "model": m.id, "engine": engine, "weights": weights, "context": 4096.min(m.max_context)}));
         }
         workloads.push(json!({"kind": "training", "model": m.id, "method": "qlora", "seq": 1024.min(m.max_context), "gradient_checkpointing": true}));
@@ -82,7 +112,9 @@ fn every_term_cites_claims_about_that_term_engine_and_model() {
         let tools = tools_of(w);
         for t in &f.breakdown {
             for id in &t.claims {
-                let c = ds.claim(id).unwrap_or_else(|| panic!("{w}: {} cites unknown {id}", t.term));
+                let c = ds
+                    .claim(id)
+                    .unwrap_or_else(|| panic!("{w}: {} cites unknown {id}", t.term));
                 let mut why = Vec::new();
                 if c.verdict == Verdict::Contradicted {
                     why.push("contradicted".to_string());
@@ -99,12 +131,23 @@ fn every_term_cites_claims_about_that_term_engine_and_model() {
                 }
                 let engine = w["engine"].as_str().unwrap_or("");
                 if !why.is_empty() && !KNOWN.contains(&(engine, t.term.as_str(), id.as_str())) {
-                    problems.push(format!("{kind} {model} {} {}: {} cites {id} ({})", w["engine"].as_str().unwrap_or(""), w["precision"].as_str().unwrap_or(""), t.term, why.join(", ")));
+                    problems.push(format!(
+                        "{kind} {model} {} {}: {} cites {id} ({})",
+                        w["engine"].as_str().unwrap_or(""),
+                        w["precision"].as_str().unwrap_or(""),
+                        t.term,
+                        why.join(", ")
+                    ));
                 }
             }
         }
     }
     problems.sort();
     problems.dedup();
-    assert!(problems.is_empty(), "{} citations out of scope:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} citations out of scope:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }

@@ -86,6 +86,9 @@ enum Command {
         /// Folder of reference runs (JSON lines from dataset/measurements/harness).
         #[arg(long, default_value_os_t = data::default_measurements_dir())]
         measurements: PathBuf,
+        /// Folder of llama.cpp reference runs (JSON lines from dataset/measurements/harness/llamacpp).
+        #[arg(long, default_value_os_t = data::default_llamacpp_dir())]
+        llamacpp: PathBuf,
         /// Print the rows as JSON.
         #[arg(long)]
         json: bool,
@@ -120,10 +123,20 @@ enum Command {
         #[arg(long, default_value_os_t = data::default_data_dir())]
         data: PathBuf,
         /// Accept the submission with this id (it then counts in `dataset aggregate`).
-        #[arg(long, value_name = "ID", conflicts_with = "reject", allow_hyphen_values = true)]
+        #[arg(
+            long,
+            value_name = "ID",
+            conflicts_with = "reject",
+            allow_hyphen_values = true
+        )]
         accept: Option<String>,
         /// Reject the submission with this id (needs --reason).
-        #[arg(long, value_name = "ID", requires = "reason", allow_hyphen_values = true)]
+        #[arg(
+            long,
+            value_name = "ID",
+            requires = "reason",
+            allow_hyphen_values = true
+        )]
         reject: Option<String>,
         /// Why it is rejected (returned to the submitter by the API).
         #[arg(long, value_name = "TEXT", requires = "reject")]
@@ -147,15 +160,54 @@ fn main() -> ExitCode {
         Command::Check { data, i18n } => data::check(&data, &i18n),
         Command::Build { data, i18n, out } => data::build(&data, &i18n, &out),
         Command::Claims { data, json } => data::claims(&data, json),
-        Command::Fit { input, data, gpu, other_gib } => data::fit(&data, &input, gpu.as_deref(), other_gib),
-        Command::Model { path, config, data, json } => data::model(&data, &path, config.as_deref(), json),
-        Command::Accuracy { data, measurements, json } => data::accuracy(&data, &measurements, json),
-        Command::Serve { addr, db, site, data, rate_limit, rate_burst } => {
-            serve::run(serve::Options { addr, db, site, data, rate_limit, rate_burst })
-        }
-        Command::Review { db, data, accept, reject, reason, json } => {
-            review::review(&db, &data, accept.as_deref(), reject.as_deref(), reason.as_deref(), json)
-        }
+        Command::Fit {
+            input,
+            data,
+            gpu,
+            other_gib,
+        } => data::fit(&data, &input, gpu.as_deref(), other_gib),
+        Command::Model {
+            path,
+            config,
+            data,
+            json,
+        } => data::model(&data, &path, config.as_deref(), json),
+        Command::Accuracy {
+            data,
+            measurements,
+            llamacpp,
+            json,
+        } => data::accuracy(&data, &measurements, &llamacpp, json),
+        Command::Serve {
+            addr,
+            db,
+            site,
+            data,
+            rate_limit,
+            rate_burst,
+        } => serve::run(serve::Options {
+            addr,
+            db,
+            site,
+            data,
+            rate_limit,
+            rate_burst,
+        }),
+        Command::Review {
+            db,
+            data,
+            accept,
+            reject,
+            reason,
+            json,
+        } => review::review(
+            &db,
+            &data,
+            accept.as_deref(),
+            reject.as_deref(),
+            reason.as_deref(),
+            json,
+        ),
         Command::Aggregate { db, data } => review::aggregate(&db, &data),
     };
     match result {

@@ -9,31 +9,95 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("at-least-one", "field `{field}`: must be at least 1"),
     // Another message about the workload's model object (its `error` is that message).
     ("in-model", "field `model`: {error}"),
-    ("context-beyond-max", "field `context`: {context} tokens is beyond {model}'s maximum of {max}"),
-    ("block-swap-too-many", "field `block_swap`: {value} blocks; `{model}` has {blocks} swappable blocks in the catalog"),
-    ("card-unknown", "`{spec}` is neither a catalog GPU id nor a size such as 8GiB"),
-    ("card-other-negative", "memory used by other processes must be 0 or more GiB"),
-    ("card-other-whole", "other processes already use the whole card"),
+    (
+        "context-beyond-max",
+        "field `context`: {context} tokens is beyond {model}'s maximum of {max}",
+    ),
+    (
+        "kv-quantized-needs-fa",
+        "field `kv_cache`: llama.cpp keeps a quantized KV cache only with flash attention on (`flash_attention`)",
+    ),
+    (
+        "block-swap-too-many",
+        "field `block_swap`: {value} blocks; `{model}` has {blocks} swappable blocks in the catalog",
+    ),
+    (
+        "card-unknown",
+        "`{spec}` is neither a catalog GPU id nor a size such as 8GiB",
+    ),
+    (
+        "card-other-negative",
+        "memory used by other processes must be 0 or more GiB",
+    ),
+    (
+        "card-other-whole",
+        "other processes already use the whole card",
+    ),
     ("config-not-object", "config.json must be a JSON object"),
-    ("config-no-model-type", "config.json has no `model_type`; describe the model by hand with these fields instead: {fields}"),
+    (
+        "config-no-model-type",
+        "config.json has no `model_type`; describe the model by hand with these fields instead: {fields}",
+    ),
     (
         "config-unknown-model-type",
         "model_type `{model_type}` is not one the engine reads (it reads {known}); describe the model by hand with these fields: {fields}",
     ),
-    ("config-lacks", "config.json (model_type `{model_type}`) lacks `{key}`, which the engine needs"),
-    ("config-not-whole", "config.json field `{key}` must be a whole number ≥ 0, found {value}"),
-    ("config-too-large", "config.json field `{key}` is {value}, more than any model has (at most {max})"),
-    ("config-not-bool", "config.json field `{key}` must be true or false, found {value}"),
-    ("config-out-of-range", "config.json field `{key}` must be between 1 and {max}, found {value}"),
-    ("config-at-least-one", "config.json field `{key}` must be at least 1"),
-    ("config-layer-types-count", "config.json field `layer_types` has {count} entries for {layers} layers"),
-    ("config-layer-types-type", "config.json field `layer_types` must be an array of strings"),
-    ("config-no-text-config", "gemma3 config.json has no `text_config` object"),
-    ("config-too-many-params", "config.json describes {count} parameters, more than any model"),
-    ("not-json", "{what} is not JSON (line {line}, column {column})"),
-    ("manual-not-whole", "`{field}` must be a whole number above 0"),
-    ("file-json-too-large", "a JSON file this large is neither a config nor an index"),
-    ("file-header-too-long", "the header does not fit in the file"),
+    (
+        "config-lacks",
+        "config.json (model_type `{model_type}`) lacks `{key}`, which the engine needs",
+    ),
+    (
+        "config-not-whole",
+        "config.json field `{key}` must be a whole number ≥ 0, found {value}",
+    ),
+    (
+        "config-too-large",
+        "config.json field `{key}` is {value}, more than any model has (at most {max})",
+    ),
+    (
+        "config-not-bool",
+        "config.json field `{key}` must be true or false, found {value}",
+    ),
+    (
+        "config-out-of-range",
+        "config.json field `{key}` must be between 1 and {max}, found {value}",
+    ),
+    (
+        "config-at-least-one",
+        "config.json field `{key}` must be at least 1",
+    ),
+    (
+        "config-layer-types-count",
+        "config.json field `layer_types` has {count} entries for {layers} layers",
+    ),
+    (
+        "config-layer-types-type",
+        "config.json field `layer_types` must be an array of strings",
+    ),
+    (
+        "config-no-text-config",
+        "gemma3 config.json has no `text_config` object",
+    ),
+    (
+        "config-too-many-params",
+        "config.json describes {count} parameters, more than any model",
+    ),
+    (
+        "not-json",
+        "{what} is not JSON (line {line}, column {column})",
+    ),
+    (
+        "manual-not-whole",
+        "`{field}` must be a whole number above 0",
+    ),
+    (
+        "file-json-too-large",
+        "a JSON file this large is neither a config nor an index",
+    ),
+    (
+        "file-header-too-long",
+        "the header does not fit in the file",
+    ),
     ("hub-status", "the Hub answered HTTP {status}"),
 ];
 
@@ -61,12 +125,19 @@ fn pieces(template: &str) -> Vec<Piece<'_>> {
 
 /// The message `id` with its values (a programming error if the id is unknown).
 pub fn say(id: &str, values: &[(&str, &str)]) -> String {
-    let (_, template) = MESSAGES.iter().find(|(i, _)| *i == id).unwrap_or_else(|| panic!("no message `{id}`"));
+    let (_, template) = MESSAGES
+        .iter()
+        .find(|(i, _)| *i == id)
+        .unwrap_or_else(|| panic!("no message `{id}`"));
     pieces(template)
         .into_iter()
         .map(|p| match p {
             Piece::Text(t) => t,
-            Piece::Value(name) => values.iter().find(|(n, _)| *n == name).map(|(_, v)| *v).unwrap_or_else(|| panic!("message `{id}` needs `{name}`")),
+            Piece::Value(name) => values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| *v)
+                .unwrap_or_else(|| panic!("message `{id}` needs `{name}`")),
         })
         .collect()
 }
@@ -125,8 +196,21 @@ mod tests {
     #[test]
     fn every_message_reads_back_as_itself_with_its_values() {
         for (id, template) in MESSAGES {
-            let names: Vec<&str> = pieces(template).into_iter().filter_map(|p| if let Piece::Value(n) = p { Some(n) } else { None }).collect();
-            let values: Vec<(&str, String)> = names.iter().enumerate().map(|(i, n)| (*n, format!("v{i} x"))).collect();
+            let names: Vec<&str> = pieces(template)
+                .into_iter()
+                .filter_map(|p| {
+                    if let Piece::Value(n) = p {
+                        Some(n)
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            let values: Vec<(&str, String)> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (*n, format!("v{i} x")))
+                .collect();
             let refs: Vec<(&str, &str)> = values.iter().map(|(n, v)| (*n, v.as_str())).collect();
             let text = say(id, &refs);
             let (got, back) = read(&text).unwrap_or_else(|| panic!("{id}: {text}"));
@@ -135,13 +219,19 @@ mod tests {
         }
         // Ids are unique.
         for (i, (id, _)) in MESSAGES.iter().enumerate() {
-            assert!(MESSAGES[..i].iter().all(|(other, _)| other != id), "{id} twice");
+            assert!(
+                MESSAGES[..i].iter().all(|(other, _)| other != id),
+                "{id} twice"
+            );
         }
     }
 
     #[test]
     fn a_message_about_the_model_carries_the_config_readers_message() {
-        let inner = say("config-lacks", &[("model_type", "llama"), ("key", "vocab_size")]);
+        let inner = say(
+            "config-lacks",
+            &[("model_type", "llama"), ("key", "vocab_size")],
+        );
         let outer = say("in-model", &[("error", &inner)]);
         assert_eq!(ids(&outer), ["in-model", "config-lacks"]);
         assert_eq!(ids("plain text"), Vec::<&str>::new());
@@ -151,6 +241,9 @@ mod tests {
     fn other_text_is_no_message() {
         assert_eq!(read("field `batch`: must be at least 1 or so"), None);
         assert_eq!(read("something else"), None);
-        assert_eq!(read(&say("at-least-one", &[("field", "batch")])), Some(("at-least-one", vec![("field", "batch".to_string())])));
+        assert_eq!(
+            read(&say("at-least-one", &[("field", "batch")])),
+            Some(("at-least-one", vec![("field", "batch".to_string())]))
+        );
     }
 }

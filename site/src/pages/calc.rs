@@ -1,19 +1,21 @@
 //! The calculator: a form over the fit engine's workload, recomputed on every change; the state
 //! lives in the URL query so a result can be shared.
 
-use headroom_core::fit::search::Answers;
 use headroom_core::fit::levers::Change;
-use headroom_core::fit::{fit, fit_on, Card, Fit, Verdict, Workload};
+use headroom_core::fit::search::Answers;
+use headroom_core::fit::{Card, Fit, Verdict, Workload, fit, fit_on};
 use headroom_core::{Lang, Modality};
-use headroom_i18n::{fmt, k, t, Key};
+use headroom_i18n::{Key, fmt, k, t};
 use leptos::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::fmt::gib;
-use crate::own_model::{HubError, HubModels, CUSTOM, HUB_PREFIX};
-use crate::ui::{term_label, ClaimRef, Data};
+use crate::own_model::{CUSTOM, HUB_PREFIX, HubError, HubModels};
+use crate::ui::{ClaimRef, Data, term_label};
 
-pub use headroom_core::fit::query::{complete, parse_query, preset, presets, to_query, State, CARD_KEYS};
+pub use headroom_core::fit::query::{
+    CARD_KEYS, State, complete, parse_query, preset, presets, to_query,
+};
 
 /// Why the calculator shows no result.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,12 +40,21 @@ pub fn card_in(ds: &headroom_core::Dataset, s: &State, key: &str) -> Option<Resu
 
 /// The fit for a calculator state: a `card` adds the verdict, the plan and the answers for that
 /// card; a `model` of `hf:organization/name` is the config fetched for that id.
-pub fn compute(ds: &headroom_core::Dataset, state: &State, hub: &HubModels) -> Result<Fit, NoResult> {
+pub fn compute(
+    ds: &headroom_core::Dataset,
+    state: &State,
+    hub: &HubModels,
+) -> Result<Fit, NoResult> {
     let mut w = state.clone();
     for key in CARD_KEYS {
         w.remove(key);
     }
-    if let Some(id) = w.get("model").and_then(Value::as_str).and_then(|m| m.strip_prefix(HUB_PREFIX)).map(str::to_string) {
+    if let Some(id) = w
+        .get("model")
+        .and_then(Value::as_str)
+        .and_then(|m| m.strip_prefix(HUB_PREFIX))
+        .map(str::to_string)
+    {
         match hub.get(&id) {
             Some(Ok(model)) => {
                 w.insert("model".into(), model.clone());
@@ -62,7 +73,11 @@ pub fn compute(ds: &headroom_core::Dataset, state: &State, hub: &HubModels) -> R
 }
 
 /// The second card of a comparison: its verdict and answers for the same workload.
-pub fn second_card(ds: &headroom_core::Dataset, state: &State, f: &Fit) -> Option<(Verdict, Answers)> {
+pub fn second_card(
+    ds: &headroom_core::Dataset,
+    state: &State,
+    f: &Fit,
+) -> Option<(Verdict, Answers)> {
     let card = card_in(ds, state, "card2")?.ok()?;
     let w = Workload::from_value(&f.workload).ok()?;
     let a = headroom_core::fit::search::answers(ds, &w, card.budget_bytes()).ok()?;
@@ -92,26 +107,69 @@ enum Ctl {
 }
 
 fn opts(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items.iter().map(|(v, l)| (v.to_string(), l.to_string())).collect()
+    items
+        .iter()
+        .map(|(v, l)| (v.to_string(), l.to_string()))
+        .collect()
 }
 
 fn keyed(lang: Lang, items: &[(&str, Key)]) -> Vec<(String, String)> {
-    items.iter().map(|(v, key)| (v.to_string(), t(lang, *key).to_string())).collect()
+    items
+        .iter()
+        .map(|(v, key)| (v.to_string(), t(lang, *key).to_string()))
+        .collect()
 }
 
 fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
-    let kind = s.get("kind").and_then(|v| v.as_str()).unwrap_or("llm-inference");
+    let kind = s
+        .get("kind")
+        .and_then(|v| v.as_str())
+        .unwrap_or("llm-inference");
     let get = |f: &str| s.get(f).and_then(|v| v.as_str()).unwrap_or("").to_string();
-    let have = |ids: &[&str]| ids.iter().filter(|id| ds.quant(id).is_some()).map(|id| (id.to_string(), id.to_string())).collect::<Vec<_>>();
-    let mut llms: Vec<(String, String)> = ds.llms.iter().map(|m| (m.id.clone(), m.name.clone())).collect();
+    let have = |ids: &[&str]| {
+        ids.iter()
+            .filter(|id| ds.quant(id).is_some())
+            .map(|id| (id.to_string(), id.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let mut llms: Vec<(String, String)> = ds
+        .llms
+        .iter()
+        .map(|m| (m.id.clone(), m.name.clone()))
+        .collect();
     llms.push((CUSTOM.to_string(), t(lang, k::CALC_OWN_MODEL).to_string()));
     match kind {
         "training" => {
             let mut c = vec![
                 Ctl::Select("model", k::CALC_MODEL, llms),
-                Ctl::Select("method", k::CALC_METHOD, vec![("full".into(), t(lang, k::CALC_METHOD_FULL).into()), ("lora".into(), "LoRA".into()), ("qlora".into(), "QLoRA".into())]),
-                Ctl::Select("precision", k::CALC_PRECISION, opts(&[("bf16", "bf16"), ("fp16", "fp16"), ("mixed-bf16", "fp32 + bf16 autocast"), ("fp32", "fp32")])),
-                Ctl::Select("optimizer", k::CALC_OPTIMIZER, opts(&[("adamw", "AdamW"), ("adamw-8bit", "AdamW 8-bit"), ("sgd", "SGD")])),
+                Ctl::Select(
+                    "method",
+                    k::CALC_METHOD,
+                    vec![
+                        ("full".into(), t(lang, k::CALC_METHOD_FULL).into()),
+                        ("lora".into(), "LoRA".into()),
+                        ("qlora".into(), "QLoRA".into()),
+                    ],
+                ),
+                Ctl::Select(
+                    "precision",
+                    k::CALC_PRECISION,
+                    opts(&[
+                        ("bf16", "bf16"),
+                        ("fp16", "fp16"),
+                        ("mixed-bf16", "fp32 + bf16 autocast"),
+                        ("fp32", "fp32"),
+                    ]),
+                ),
+                Ctl::Select(
+                    "optimizer",
+                    k::CALC_OPTIMIZER,
+                    opts(&[
+                        ("adamw", "AdamW"),
+                        ("adamw-8bit", "AdamW 8-bit"),
+                        ("sgd", "SGD"),
+                    ]),
+                ),
                 Ctl::Number("seq", k::CALC_SEQ, "1"),
                 Ctl::Number("batch", k::CALC_BATCH, "1"),
                 Ctl::Check("gradient_checkpointing", k::CALC_GRADIENT_CHECKPOINTING),
@@ -120,21 +178,47 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
                 c.push(Ctl::Number("lora_rank", k::CALC_LORA_RANK, "1"));
             }
             c.push(Ctl::Number("gpus", k::CALC_GPUS, "1"));
-            c.push(Ctl::Select("zero", k::CALC_ZERO, opts(&[("0", "0"), ("1", "1"), ("2", "2"), ("3", "3")])));
+            c.push(Ctl::Select(
+                "zero",
+                k::CALC_ZERO,
+                opts(&[("0", "0"), ("1", "1"), ("2", "2"), ("3", "3")]),
+            ));
             c
         }
         "diffusion" => {
-            let mut models: Vec<(String, String)> = ds.diffusion.iter().map(|m| (m.id.clone(), m.name.clone())).collect();
+            let mut models: Vec<(String, String)> = ds
+                .diffusion
+                .iter()
+                .map(|m| (m.id.clone(), m.name.clone()))
+                .collect();
             models.push((CUSTOM.to_string(), t(lang, k::CALC_OWN_MODEL).to_string()));
-            let video = ds.diffusion_model(&get("model")).is_some_and(|m| m.modality == Modality::Video);
+            let video = ds
+                .diffusion_model(&get("model"))
+                .is_some_and(|m| m.modality == Modality::Video);
             let mut c = vec![
                 Ctl::Select("model", k::CALC_MODEL, models),
-                Ctl::Select("precision", k::CALC_PRECISION, have(&["fp32", "bf16", "fp16", "fp8", "Q8_0", "Q6_K", "Q5_K_S", "Q4_K_S", "Q3_K_S"])),
+                Ctl::Select(
+                    "precision",
+                    k::CALC_PRECISION,
+                    have(&[
+                        "fp32", "bf16", "fp16", "fp8", "Q8_0", "Q6_K", "Q5_K_S", "Q4_K_S", "Q3_K_S",
+                    ]),
+                ),
                 Ctl::Select("text_encoder_precision", k::CALC_TEXT_ENCODER_PRECISION, {
                     // Empty: the engine's default, which follows the denoiser (bf16 under a GGUF one).
                     let den = get("precision");
-                    let follows = if ds.quant(&den).is_some_and(|q| q.family == headroom_core::QuantFamily::Float) { den } else { "bf16".into() };
-                    let mut o = vec![(String::new(), fmt(lang, k::CALC_TE_DEFAULT, &[("format", &follows)]))];
+                    let follows = if ds
+                        .quant(&den)
+                        .is_some_and(|q| q.family == headroom_core::QuantFamily::Float)
+                    {
+                        den
+                    } else {
+                        "bf16".into()
+                    };
+                    let mut o = vec![(
+                        String::new(),
+                        fmt(lang, k::CALC_TE_DEFAULT, &[("format", &follows)]),
+                    )];
                     o.extend(have(&["fp32", "bf16", "fp16", "fp8"]));
                     o
                 }),
@@ -147,9 +231,36 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
             c.extend([
                 Ctl::Number("batch", k::CALC_BATCH, "1"),
                 Ctl::Check("cfg", k::CALC_CFG),
-                Ctl::Select("component", k::CALC_COMPONENT, keyed(lang, &[("pipeline", k::CALC_COMPONENT_PIPELINE), ("denoiser", k::CALC_COMPONENT_DENOISER), ("text-encoder", k::CALC_COMPONENT_TEXT_ENCODER), ("vae-decode", k::CALC_COMPONENT_VAE_DECODE)])),
-                Ctl::Select("text_encoders", k::CALC_TEXT_ENCODERS, keyed(lang, &[("gpu", k::CALC_ON_GPU), ("cpu", k::CALC_ON_CPU)])),
-                Ctl::Select("offload", k::CALC_OFFLOAD, keyed(lang, &[("none", k::CALC_OFFLOAD_NONE), ("model", k::CALC_OFFLOAD_MODEL), ("sequential", k::CALC_OFFLOAD_SEQUENTIAL)])),
+                Ctl::Select(
+                    "component",
+                    k::CALC_COMPONENT,
+                    keyed(
+                        lang,
+                        &[
+                            ("pipeline", k::CALC_COMPONENT_PIPELINE),
+                            ("denoiser", k::CALC_COMPONENT_DENOISER),
+                            ("text-encoder", k::CALC_COMPONENT_TEXT_ENCODER),
+                            ("vae-decode", k::CALC_COMPONENT_VAE_DECODE),
+                        ],
+                    ),
+                ),
+                Ctl::Select(
+                    "text_encoders",
+                    k::CALC_TEXT_ENCODERS,
+                    keyed(lang, &[("gpu", k::CALC_ON_GPU), ("cpu", k::CALC_ON_CPU)]),
+                ),
+                Ctl::Select(
+                    "offload",
+                    k::CALC_OFFLOAD,
+                    keyed(
+                        lang,
+                        &[
+                            ("none", k::CALC_OFFLOAD_NONE),
+                            ("model", k::CALC_OFFLOAD_MODEL),
+                            ("sequential", k::CALC_OFFLOAD_SEQUENTIAL),
+                        ],
+                    ),
+                ),
                 Ctl::Number("block_swap", k::CALC_BLOCK_SWAP, "1"),
                 Ctl::Check("tiled_vae", k::CALC_TILED_VAE),
             ]);
@@ -159,24 +270,60 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
             let engine = get("engine");
             let mut c = vec![
                 Ctl::Select("model", k::CALC_MODEL, llms),
-                Ctl::Select("engine", k::CALC_ENGINE, opts(&[("transformers", "transformers"), ("vllm", "vLLM"), ("llama.cpp", "llama.cpp"), ("ollama", "Ollama")])),
+                Ctl::Select(
+                    "engine",
+                    k::CALC_ENGINE,
+                    opts(&[
+                        ("transformers", "transformers"),
+                        ("vllm", "vLLM"),
+                        ("llama.cpp", "llama.cpp"),
+                        ("ollama", "Ollama"),
+                    ]),
+                ),
                 Ctl::Select("weights", k::CALC_WEIGHTS, {
                     // A model file's own format joins the list when it is not one of the usual ones.
-                    let mut w = have(&["bf16", "fp16", "fp8", "int8", "awq-int4", "gptq-int4", "nf4", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_K_S", "Q3_K_M", "IQ4_XS", "Q2_K"]);
+                    let mut w = have(&[
+                        "bf16",
+                        "fp16",
+                        "fp8",
+                        "int8",
+                        "awq-int4",
+                        "gptq-int4",
+                        "nf4",
+                        "Q8_0",
+                        "Q6_K",
+                        "Q5_K_M",
+                        "Q4_K_M",
+                        "Q4_K_S",
+                        "Q3_K_M",
+                        "IQ4_XS",
+                        "Q2_K",
+                    ]);
                     let current = get("weights");
                     if !w.iter().any(|(v, _)| *v == current) && ds.quant(&current).is_some() {
                         w.push((current.clone(), current));
                     }
                     w
                 }),
-                Ctl::Select("kv_cache", k::CALC_KV_CACHE, have(&["bf16", "fp16", "fp8", "q8_0", "q4_0"])),
+                Ctl::Select(
+                    "kv_cache",
+                    k::CALC_KV_CACHE,
+                    have(&["bf16", "fp16", "fp8", "q8_0", "q4_0"]),
+                ),
                 Ctl::Number("context", k::CALC_CONTEXT, "256"),
                 Ctl::Number("batch", k::CALC_BATCH, "1"),
             ];
             match engine.as_str() {
-                "vllm" => c.push(Ctl::Number("gpu_memory_utilization", k::CALC_GPU_MEMORY_UTILIZATION, "0.01")),
+                "vllm" => c.push(Ctl::Number(
+                    "gpu_memory_utilization",
+                    k::CALC_GPU_MEMORY_UTILIZATION,
+                    "0.01",
+                )),
                 "llama.cpp" | "ollama" => {
-                    let layers = ds.llm(&get("model")).map(|m| m.layers.to_string()).unwrap_or_default();
+                    let layers = ds
+                        .llm(&get("model"))
+                        .map(|m| (m.layers + 1).to_string())
+                        .unwrap_or_default();
                     c.push(Ctl::NumberOr("gpu_layers", k::CALC_GPU_LAYERS, "1", layers))
                 }
                 _ => c.push(Ctl::Check("all_logits", k::CALC_ALL_LOGITS)),
@@ -195,9 +342,15 @@ fn set_field(ds: &headroom_core::Dataset, s: &mut State, field: &str, value: Val
             let (w, h) = headroom_core::fit::diffusion::native_size(ds, m).unwrap_or((0, 0));
             s.insert("width".into(), json!(w));
             s.insert("height".into(), json!(h));
-            s.insert("cfg".into(), json!(headroom_core::fit::diffusion::default_cfg(&m.id)));
+            s.insert(
+                "cfg".into(),
+                json!(headroom_core::fit::diffusion::default_cfg(&m.id)),
+            );
             if m.modality == Modality::Video {
-                s.insert("frames".into(), json!(headroom_core::fit::diffusion::default_frames(ds, m).unwrap_or(1)));
+                s.insert(
+                    "frames".into(),
+                    json!(headroom_core::fit::diffusion::default_frames(ds, m).unwrap_or(1)),
+                );
             } else {
                 s.remove("frames");
             }
@@ -244,7 +397,8 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
             let ds2 = ds.clone();
             let open = use_context::<OwnOpen>();
             let current = move || {
-                if field == "model" && (state.with(is_own_model) || open.is_some_and(|o| o.0.get())) {
+                if field == "model" && (state.with(is_own_model) || open.is_some_and(|o| o.0.get()))
+                {
                     return CUSTOM.to_string();
                 }
                 match state.with(|s| s.get(field).cloned()) {
@@ -273,7 +427,12 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
             }
             .into_any()
         }
-        Ctl::Number(field, label, step) => control_view(lang, ds, state, Ctl::NumberOr(field, label, step, String::new())),
+        Ctl::Number(field, label, step) => control_view(
+            lang,
+            ds,
+            state,
+            Ctl::NumberOr(field, label, step, String::new()),
+        ),
         Ctl::NumberOr(field, label, step, placeholder) => {
             let id = format!("c-{field}");
             let node = NodeRef::<leptos::html::Input>::new();
@@ -298,7 +457,8 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
         }
         Ctl::Check(field, label) => {
             let id = format!("c-{field}");
-            let current = move || state.with(|s| s.get(field).and_then(|v| v.as_bool()).unwrap_or(false));
+            let current =
+                move || state.with(|s| s.get(field).and_then(|v| v.as_bool()).unwrap_or(false));
             let for_id = id.clone();
             view! {
                 <label class="check" for=for_id>
@@ -315,12 +475,15 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
 }
 
 fn cost_label(lang: Lang, cost: &str) -> &'static str {
-    t(lang, match cost {
-        "quality" => k::CALC_COST_QUALITY,
-        "speed" => k::CALC_COST_SPEED,
-        "capability" => k::CALC_COST_CAPABILITY,
-        _ => k::CALC_COST_THROUGHPUT,
-    })
+    t(
+        lang,
+        match cost {
+            "quality" => k::CALC_COST_QUALITY,
+            "speed" => k::CALC_COST_SPEED,
+            "capability" => k::CALC_COST_CAPABILITY,
+            _ => k::CALC_COST_THROUGHPUT,
+        },
+    )
 }
 
 /// Carries the card fields of `from` over to `into` (they are not part of a workload).
@@ -351,7 +514,10 @@ fn refocus(selector: String) {
         use wasm_bindgen::JsCast;
         let f = wasm_bindgen::closure::Closure::once_into_js(move || {
             let doc = web_sys::window().and_then(|w| w.document());
-            let el = doc.as_ref().and_then(|d| d.query_selector(&selector).ok().flatten()).or_else(|| doc.and_then(|d| d.get_element_by_id("verdict")));
+            let el = doc
+                .as_ref()
+                .and_then(|d| d.query_selector(&selector).ok().flatten())
+                .or_else(|| doc.and_then(|d| d.get_element_by_id("verdict")));
             if let Some(e) = el.and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok()) {
                 let _ = e.focus();
             }
@@ -365,22 +531,77 @@ fn refocus(selector: String) {
 }
 
 /// A lever's change in words ("KV cache in 8-bit (q8_0)"), from the dataset's formats.
-fn change_label(lang: Lang, ds: &headroom_core::Dataset, f: &Fit, c: &Change, others: &[Change]) -> String {
+fn change_label(
+    lang: Lang,
+    ds: &headroom_core::Dataset,
+    f: &Fit,
+    c: &Change,
+    others: &[Change],
+) -> String {
     use headroom_core::format::number;
-    let v = c.value.as_str().map(str::to_string).unwrap_or_else(|| c.value.to_string());
-    let n = || c.value.as_f64().map(|x| number(x, lang)).unwrap_or_else(|| v.clone());
-    let bits = |id: &str| ds.quant(id).map(|q| number(q.bits, lang)).unwrap_or_default();
-    let of_layers = || f.architecture.as_ref().map(|a| a.layers.to_string()).unwrap_or_default();
+    let v = c
+        .value
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| c.value.to_string());
+    let n = || {
+        c.value
+            .as_f64()
+            .map(|x| number(x, lang))
+            .unwrap_or_else(|| v.clone())
+    };
+    let bits = |id: &str| {
+        ds.quant(id)
+            .map(|q| number(q.bits, lang))
+            .unwrap_or_default()
+    };
+    let of_layers = || {
+        f.architecture
+            .as_ref()
+            .map(|a| a.layers.to_string())
+            .unwrap_or_default()
+    };
     let of_blocks = || {
-        f.workload.get("model").and_then(Value::as_str).and_then(|m| ds.diffusion_model(m)).and_then(|m| m.components.iter().find(|c| c.role.starts_with("denoiser")).and_then(|c| c.layers)).map(|l| l.to_string()).unwrap_or_default()
+        f.workload
+            .get("model")
+            .and_then(Value::as_str)
+            .and_then(|m| ds.diffusion_model(m))
+            .and_then(|m| {
+                m.components
+                    .iter()
+                    .find(|c| c.role.starts_with("denoiser"))
+                    .and_then(|c| c.layers)
+            })
+            .map(|l| l.to_string())
+            .unwrap_or_default()
     };
     match c.field.as_str() {
-        "weights" => fmt(lang, k::LEVER_WEIGHTS, &[("format", &v), ("bits", &bits(&v))]),
-        "kv_cache" => fmt(lang, k::LEVER_KV_CACHE, &[("format", &v), ("bits", &ds.quant(&v).map(|q| number(q.bits.floor(), lang)).unwrap_or_default())]),
+        "weights" => fmt(
+            lang,
+            k::LEVER_WEIGHTS,
+            &[("format", &v), ("bits", &bits(&v))],
+        ),
+        "kv_cache" => fmt(
+            lang,
+            k::LEVER_KV_CACHE,
+            &[
+                ("format", &v),
+                (
+                    "bits",
+                    &ds.quant(&v)
+                        .map(|q| number(q.bits.floor(), lang))
+                        .unwrap_or_default(),
+                ),
+            ],
+        ),
         "context" => fmt(lang, k::LEVER_CONTEXT, &[("value", &n())]),
         "batch" => fmt(lang, k::LEVER_BATCH, &[("value", &n())]),
         "seq" => fmt(lang, k::LEVER_SEQ, &[("value", &n())]),
-        "gpu_layers" => fmt(lang, k::LEVER_GPU_LAYERS, &[("value", &n()), ("of", &of_layers())]),
+        "gpu_layers" => fmt(
+            lang,
+            k::LEVER_GPU_LAYERS,
+            &[("value", &n()), ("of", &of_layers())],
+        ),
         "gpu_memory_utilization" => fmt(lang, k::LEVER_GPU_MEMORY_UTILIZATION, &[("value", &n())]),
         "optimizer" => t(lang, k::LEVER_OPTIMIZER).to_string(),
         "gradient_checkpointing" => t(lang, k::LEVER_GRADIENT_CHECKPOINTING).to_string(),
@@ -389,67 +610,172 @@ fn change_label(lang: Lang, ds: &headroom_core::Dataset, f: &Fit, c: &Change, ot
         "method" => t(lang, k::LEVER_METHOD_LORA).to_string(),
         "tiled_vae" => t(lang, k::LEVER_TILED_VAE).to_string(),
         // Kept as it is while the denoiser changes: said so, so the lever does not hide it.
-        "text_encoder_precision" if others.iter().any(|o| o.field == "precision") => fmt(lang, k::LEVER_TEXT_ENCODER_KEPT, &[("format", &v)]),
+        "text_encoder_precision" if others.iter().any(|o| o.field == "precision") => {
+            fmt(lang, k::LEVER_TEXT_ENCODER_KEPT, &[("format", &v)])
+        }
         "text_encoder_precision" => fmt(lang, k::LEVER_TEXT_ENCODER_PRECISION, &[("format", &v)]),
         "text_encoders" => t(lang, k::LEVER_TEXT_ENCODERS).to_string(),
-        "precision" => fmt(lang, k::LEVER_PRECISION, &[("format", &v), ("bits", &bits(&v))]),
+        "precision" => fmt(
+            lang,
+            k::LEVER_PRECISION,
+            &[("format", &v), ("bits", &bits(&v))],
+        ),
         "offload" if v == "sequential" => t(lang, k::LEVER_OFFLOAD_SEQUENTIAL).to_string(),
         "offload" => t(lang, k::LEVER_OFFLOAD_MODEL).to_string(),
-        "block_swap" => fmt(lang, k::LEVER_BLOCK_SWAP, &[("value", &n()), ("of", &of_blocks())]),
+        "block_swap" => fmt(
+            lang,
+            k::LEVER_BLOCK_SWAP,
+            &[("value", &n()), ("of", &of_blocks())],
+        ),
         _ => format!("{}: {v}", c.field),
     }
 }
 
 fn changes_label(lang: Lang, ds: &headroom_core::Dataset, f: &Fit, changes: &[Change]) -> String {
-    changes.iter().map(|c| change_label(lang, ds, f, c, changes)).collect::<Vec<_>>().join(" · ")
+    changes
+        .iter()
+        .map(|c| change_label(lang, ds, f, c, changes))
+        .collect::<Vec<_>>()
+        .join(" · ")
 }
 
 /// "Fits on X with N to spare" / "Does not fit on X: N short".
 fn verdict_line(lang: Lang, v: &Verdict) -> String {
     if v.fits {
-        fmt(lang, k::CALC_VERDICT_FITS, &[("card", &v.card.name), ("spare", &gib(v.spare_bytes as f64, lang))])
+        fmt(
+            lang,
+            k::CALC_VERDICT_FITS,
+            &[
+                ("card", &v.card.name),
+                ("spare", &gib(v.spare_bytes as f64, lang)),
+            ],
+        )
     } else {
-        fmt(lang, k::CALC_VERDICT_SHORT, &[("card", &v.card.name), ("short", &gib(-v.spare_bytes as f64, lang))])
+        fmt(
+            lang,
+            k::CALC_VERDICT_SHORT,
+            &[
+                ("card", &v.card.name),
+                ("short", &gib(-v.spare_bytes as f64, lang)),
+            ],
+        )
     }
 }
 
 fn budget_line(lang: Lang, v: &Verdict) -> String {
-    fmt(lang, k::CALC_BUDGET, &[
-        ("card", &v.card.name),
-        ("memory", &gib(v.card.memory_bytes as f64, lang)),
-        ("other", &gib(v.card.other_bytes as f64, lang)),
-        ("budget", &gib(v.budget_bytes as f64, lang)),
-    ])
+    fmt(
+        lang,
+        k::CALC_BUDGET,
+        &[
+            ("card", &v.card.name),
+            ("memory", &gib(v.card.memory_bytes as f64, lang)),
+            ("other", &gib(v.card.other_bytes as f64, lang)),
+            ("budget", &gib(v.budget_bytes as f64, lang)),
+        ],
+    )
 }
 
 /// The answers for a card, each with a button that applies it.
-fn answers_view(lang: Lang, state: RwSignal<State>, card: &str, a: &Answers, id: &'static str) -> AnyView {
+fn answers_view(
+    lang: Lang,
+    state: RwSignal<State>,
+    card: &str,
+    a: &Answers,
+    id: &'static str,
+) -> AnyView {
     use headroom_core::format::number;
     let mut items: Vec<(String, String, Vec<(&'static str, Value)>)> = Vec::new();
-    let limit = |hit: bool| if hit { format!(" ({})", t(lang, k::CALC_ANS_LIMIT)) } else { String::new() };
+    let limit = |hit: bool| {
+        if hit {
+            format!(" ({})", t(lang, k::CALC_ANS_LIMIT))
+        } else {
+            String::new()
+        }
+    };
     if let Some(x) = &a.max_context {
-        items.push(("context".into(), fmt(lang, k::CALC_ANS_CONTEXT, &[("value", &number(x.value as f64, lang))]) + &limit(x.limit_reached), vec![("context", json!(x.value))]));
+        items.push((
+            "context".into(),
+            fmt(
+                lang,
+                k::CALC_ANS_CONTEXT,
+                &[("value", &number(x.value as f64, lang))],
+            ) + &limit(x.limit_reached),
+            vec![("context", json!(x.value))],
+        ));
     }
     if let Some(x) = &a.max_seq {
-        items.push(("seq".into(), fmt(lang, k::CALC_ANS_SEQ, &[("value", &number(x.value as f64, lang))]) + &limit(x.limit_reached), vec![("seq", json!(x.value))]));
+        items.push((
+            "seq".into(),
+            fmt(
+                lang,
+                k::CALC_ANS_SEQ,
+                &[("value", &number(x.value as f64, lang))],
+            ) + &limit(x.limit_reached),
+            vec![("seq", json!(x.value))],
+        ));
     }
     if let Some(x) = &a.max_batch {
-        items.push(("batch".into(), fmt(lang, k::CALC_ANS_BATCH, &[("value", &number(x.value as f64, lang))]) + &limit(x.limit_reached), vec![("batch", json!(x.value))]));
+        items.push((
+            "batch".into(),
+            fmt(
+                lang,
+                k::CALC_ANS_BATCH,
+                &[("value", &number(x.value as f64, lang))],
+            ) + &limit(x.limit_reached),
+            vec![("batch", json!(x.value))],
+        ));
     }
     if let Some(g) = &a.gpu_layers {
-        let text = fmt(lang, k::CALC_ANS_LAYERS, &[("layers", &g.layers.to_string()), ("of", &g.of.to_string()), ("ram", &gib(g.ram_bytes as f64, lang))]);
-        items.push(("gpu_layers".into(), text, vec![("gpu_layers", json!(g.layers))]));
+        let text = fmt(
+            lang,
+            k::CALC_ANS_LAYERS,
+            &[
+                ("layers", &g.layers.to_string()),
+                ("of", &g.of.to_string()),
+                ("ram", &gib(g.ram_bytes as f64, lang)),
+            ],
+        );
+        items.push((
+            "gpu_layers".into(),
+            text,
+            vec![("gpu_layers", json!(g.layers))],
+        ));
     }
     if let Some(f) = &a.best_weights {
-        let field = if state.with_untracked(|s| s.get("kind").and_then(|k| k.as_str()) == Some("diffusion")) { "precision" } else { "weights" };
-        items.push((field.into(), fmt(lang, k::CALC_ANS_WEIGHTS, &[("format", &f.format)]), vec![(field, json!(f.format))]));
+        let field = if state
+            .with_untracked(|s| s.get("kind").and_then(|k| k.as_str()) == Some("diffusion"))
+        {
+            "precision"
+        } else {
+            "weights"
+        };
+        items.push((
+            field.into(),
+            fmt(lang, k::CALC_ANS_WEIGHTS, &[("format", &f.format)]),
+            vec![(field, json!(f.format))],
+        ));
     }
     if let Some(z) = &a.max_size {
-        let text = fmt(lang, k::CALC_ANS_SIZE, &[("width", &z.width.to_string()), ("height", &z.height.to_string())]);
-        items.push(("size".into(), text, vec![("width", json!(z.width)), ("height", json!(z.height))]));
+        let text = fmt(
+            lang,
+            k::CALC_ANS_SIZE,
+            &[
+                ("width", &z.width.to_string()),
+                ("height", &z.height.to_string()),
+            ],
+        );
+        items.push((
+            "size".into(),
+            text,
+            vec![("width", json!(z.width)), ("height", json!(z.height))],
+        ));
     }
     if let Some(x) = &a.max_frames {
-        items.push(("frames".into(), fmt(lang, k::CALC_ANS_FRAMES, &[("value", &x.value.to_string())]), vec![("frames", json!(x.value))]));
+        items.push((
+            "frames".into(),
+            fmt(lang, k::CALC_ANS_FRAMES, &[("value", &x.value.to_string())]),
+            vec![("frames", json!(x.value))],
+        ));
     }
     let empty = items.is_empty();
     view! {
@@ -485,11 +811,20 @@ fn answers_view(lang: Lang, state: RwSignal<State>, card: &str, a: &Answers, id:
 }
 
 /// The verdict for the chosen card, and the second card side by side when one is chosen.
-fn verdict_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
+fn verdict_view(
+    lang: Lang,
+    ds: &headroom_core::Dataset,
+    state: RwSignal<State>,
+    result: &Fit,
+) -> Option<AnyView> {
     let v = result.verdict.clone()?;
     let answers = result.answers.clone();
     let one = move |v: &Verdict, a: Option<&Answers>, id: &'static str, aid: &'static str| {
-        let class = if v.fits { "verdict fits" } else { "verdict short" };
+        let class = if v.fits {
+            "verdict fits"
+        } else {
+            "verdict short"
+        };
         let a = a.map(|a| answers_view(lang, state, &v.card.name, a, aid));
         view! {
             <section class=class id=id tabindex="-1" data-fits=v.fits.to_string() data-spare=v.spare_bytes.to_string()>
@@ -502,18 +837,29 @@ fn verdict_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>,
     // The second card follows the state by itself: it is not part of the workload's fit.
     let ds = ds.clone();
     let fit = result.clone();
-    let second = move || state.with(|s| second_card(&ds, s, &fit)).map(|(v2, a2)| one(&v2, Some(&a2), "verdict-2", "answers-2"));
-    Some(view! {
-        <div class="compare">
-            {one(&v, answers.as_ref(), "verdict", "answers")}
-            {second}
-        </div>
-    }
-    .into_any())
+    let second = move || {
+        state
+            .with(|s| second_card(&ds, s, &fit))
+            .map(|(v2, a2)| one(&v2, Some(&a2), "verdict-2", "answers-2"))
+    };
+    Some(
+        view! {
+            <div class="compare">
+                {one(&v, answers.as_ref(), "verdict", "answers")}
+                {second}
+            </div>
+        }
+        .into_any(),
+    )
 }
 
 /// The cheapest combination of levers that fits the card, with one button that applies it.
-fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
+fn plan_view(
+    lang: Lang,
+    ds: &headroom_core::Dataset,
+    state: RwSignal<State>,
+    result: &Fit,
+) -> Option<AnyView> {
     let v = result.verdict.as_ref().filter(|v| !v.fits)?;
     let card = v.card.name.clone();
     Some(match &result.plan {
@@ -578,11 +924,13 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
         .collect_view();
     let verdict = verdict_view(lang, &ds, state, &result);
     let plan = plan_view(lang, &ds, state, &result);
-    let fit_item = move |g: headroom_core::fit::GpuFit| view! {
-        <li data-gpu=g.gpu.clone()>
-            <strong>{g.name.clone()}</strong>" "
-            <span class="muted">{format!("{} · ", gib(g.memory_bytes as f64, lang))}{fmt(lang, k::CALC_HEADROOM, &[("size", &gib(g.headroom_bytes as f64, lang))])}</span>
-        </li>
+    let fit_item = move |g: headroom_core::fit::GpuFit| {
+        view! {
+            <li data-gpu=g.gpu.clone()>
+                <strong>{g.name.clone()}</strong>" "
+                <span class="muted">{format!("{} · ", gib(g.memory_bytes as f64, lang))}{fmt(lang, k::CALC_HEADROOM, &[("size", &gib(g.headroom_bytes as f64, lang))])}</span>
+            </li>
+        }
     };
     let shown_fits: Vec<_> = result.fits.iter().take(10).cloned().collect();
     let rest: Vec<_> = result.fits.iter().skip(10).cloned().collect();
@@ -654,21 +1002,26 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
 
 /// A preset's label in the reader's language.
 fn preset_label(lang: Lang, id: &str) -> &'static str {
-    t(lang, match id {
-        "llama8b_ollama" => k::PRESET_LLAMA8B_OLLAMA,
-        "qwen8b_transformers" => k::PRESET_QWEN8B_TRANSFORMERS,
-        "qwen32b_vllm" => k::PRESET_QWEN32B_VLLM,
-        "llama8b_qlora" => k::PRESET_LLAMA8B_QLORA,
-        "llama1b_full" => k::PRESET_LLAMA1B_FULL,
-        "flux_fp8" => k::PRESET_FLUX_FP8,
-        "sdxl_fp16" => k::PRESET_SDXL_FP16,
-        _ => k::PRESET_WAN13B_480P,
-    })
+    t(
+        lang,
+        match id {
+            "llama8b_ollama" => k::PRESET_LLAMA8B_OLLAMA,
+            "qwen8b_transformers" => k::PRESET_QWEN8B_TRANSFORMERS,
+            "qwen32b_vllm" => k::PRESET_QWEN32B_VLLM,
+            "llama8b_qlora" => k::PRESET_LLAMA8B_QLORA,
+            "llama1b_full" => k::PRESET_LLAMA1B_FULL,
+            "flux_fp8" => k::PRESET_FLUX_FP8,
+            "sdxl_fp16" => k::PRESET_SDXL_FP16,
+            _ => k::PRESET_WAN13B_480P,
+        },
+    )
 }
 
 /// Whether an error says the config cannot be read and the model is to be described by hand.
 fn asks_for_hand_description(e: &str) -> bool {
-    headroom_core::messages::ids(e).iter().any(|id| matches!(*id, "config-no-model-type" | "config-unknown-model-type"))
+    headroom_core::messages::ids(e)
+        .iter()
+        .any(|id| matches!(*id, "config-no-model-type" | "config-unknown-model-type"))
 }
 
 /// What the engine, the card parser or the config reader said when they could not answer, in the
@@ -681,6 +1034,7 @@ pub fn error_text(lang: Lang, text: &str) -> String {
         "at-least-one" => k::ERROR_AT_LEAST_ONE,
         "in-model" => k::ERROR_IN_MODEL,
         "context-beyond-max" => k::ERROR_CONTEXT_BEYOND_MAX,
+        "kv-quantized-needs-fa" => k::ERROR_KV_QUANTIZED_NEEDS_FA,
         "block-swap-too-many" => k::ERROR_BLOCK_SWAP_TOO_MANY,
         "card-unknown" => k::ERROR_CARD_UNKNOWN,
         "card-other-negative" => k::ERROR_CARD_OTHER_NEGATIVE,
@@ -706,7 +1060,16 @@ pub fn error_text(lang: Lang, text: &str) -> String {
         _ => return text.to_string(),
     };
     // A message inside another one (its `error`) is said in the reader's language too.
-    let values: Vec<(&str, String)> = values.into_iter().map(|(n, v)| if n == "error" { (n, error_text(lang, &v)) } else { (n, v) }).collect();
+    let values: Vec<(&str, String)> = values
+        .into_iter()
+        .map(|(n, v)| {
+            if n == "error" {
+                (n, error_text(lang, &v))
+            } else {
+                (n, v)
+            }
+        })
+        .collect();
     let args: Vec<(&str, &str)> = values.iter().map(|(n, v)| (*n, v.as_str())).collect();
     fmt(lang, key, &args)
 }
@@ -725,7 +1088,8 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         "vllm-share" => k::NOTE_VLLM_SHARE,
         "vllm-unmodelled" => k::NOTE_VLLM_UNMODELLED,
         "gpu-layers" => k::NOTE_GPU_LAYERS,
-        "llamacpp-unmeasured" => k::NOTE_LLAMACPP_UNMEASURED,
+        "system-ram" => k::NOTE_SYSTEM_RAM,
+        "ollama-settings" => k::NOTE_OLLAMA_SETTINGS,
         "peak-optimizer-step" => k::NOTE_PEAK_OPTIMIZER_STEP,
         "peak-backward-end" => k::NOTE_PEAK_BACKWARD_END,
         "autocast-copies" => k::NOTE_AUTOCAST_COPIES,
@@ -739,19 +1103,31 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         .iter()
         .map(|(name, v)| {
             let shown = match name.as_str() {
-                "bytes" => v.parse::<f64>().map(|b| gib(b, lang)).unwrap_or_else(|_| v.clone()),
-                "stage" => t(lang, match v.as_str() {
-                    "vae-decode" => k::NOTE_STAGE_VAE_DECODE,
-                    "text-encoder" => k::NOTE_STAGE_TEXT_ENCODER,
-                    _ => k::NOTE_STAGE_DENOISER,
-                })
+                "bytes" => v
+                    .parse::<f64>()
+                    .map(|b| gib(b, lang))
+                    .unwrap_or_else(|_| v.clone()),
+                "stage" => t(
+                    lang,
+                    match v.as_str() {
+                        "vae-decode" => k::NOTE_STAGE_VAE_DECODE,
+                        "text-encoder" => k::NOTE_STAGE_TEXT_ENCODER,
+                        _ => k::NOTE_STAGE_DENOISER,
+                    },
+                )
                 .to_string(),
-                _ => v.parse::<f64>().map(|x| number(x, lang)).unwrap_or_else(|_| v.clone()),
+                _ => v
+                    .parse::<f64>()
+                    .map(|x| number(x, lang))
+                    .unwrap_or_else(|_| v.clone()),
             };
             (name.clone(), shown)
         })
         .collect();
-    let refs: Vec<(&str, &str)> = values.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let refs: Vec<(&str, &str)> = values
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
     fmt(lang, key, &refs)
 }
 
@@ -761,14 +1137,24 @@ fn hub_message(lang: Lang, id: &str, e: &HubError) -> String {
         HubError::Gated => fmt(lang, k::CALC_OWN_GATED, &[("id", id)]),
         HubError::Missing => fmt(lang, k::CALC_OWN_MISSING, &[("id", id)]),
         HubError::Offline => fmt(lang, k::CALC_OWN_OFFLINE, &[("id", id)]),
-        HubError::Other(m) => fmt(lang, k::CALC_ERROR, &[("error", &format!("{id}: {}", error_text(lang, m)))]),
+        HubError::Other(m) => fmt(
+            lang,
+            k::CALC_ERROR,
+            &[("error", &format!("{id}: {}", error_text(lang, m)))],
+        ),
     }
 }
 
 /// The "your model" panel: a file (dropped or chosen), a pasted config.json, a Hugging Face id,
 /// or the fields by hand.
 #[component]
-fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Option<headroom_core::fit::Architecture>>, manual_open: Signal<bool>) -> impl IntoView {
+fn OwnModelPanel(
+    lang: Lang,
+    ds: Data,
+    state: RwSignal<State>,
+    arch: Signal<Option<headroom_core::fit::Architecture>>,
+    manual_open: Signal<bool>,
+) -> impl IntoView {
     use std::collections::BTreeMap;
     let message: RwSignal<Option<String>> = RwSignal::new(None);
     let busy = RwSignal::new(false);
@@ -776,7 +1162,11 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
     let pending: RwSignal<Option<Value>> = RwSignal::new(None);
     let paste = RwSignal::new(String::new());
     let hf_id = RwSignal::new(state.with_untracked(|s| {
-        s.get("model").and_then(|m| m.as_str()).and_then(|m| m.strip_prefix(HUB_PREFIX)).unwrap_or("").to_string()
+        s.get("model")
+            .and_then(|m| m.as_str())
+            .and_then(|m| m.strip_prefix(HUB_PREFIX))
+            .unwrap_or("")
+            .to_string()
     }));
     let manual: RwSignal<BTreeMap<String, String>> = RwSignal::new(BTreeMap::new());
     // What the engine said about the reader's input, in their language; a config it cannot read
@@ -784,7 +1174,11 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
     let by_hand = RwSignal::new(false);
     let fail = move |e: String| {
         by_hand.set(asks_for_hand_description(&e));
-        message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))])));
+        message.set(Some(fmt(
+            lang,
+            k::CALC_ERROR,
+            &[("error", &error_text(lang, &e))],
+        )));
     };
     // A model object goes into the state; a file in a format the engine knows also sets `weights`
     // (its exact bytes then count), and a GGUF the engine that reads it.
@@ -798,7 +1192,10 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
                 if let Some(f) = format {
                     s.insert("weights".into(), json!(f));
                 }
-                let engine = s.get("engine").and_then(|e| e.as_str()).unwrap_or("transformers");
+                let engine = s
+                    .get("engine")
+                    .and_then(|e| e.as_str())
+                    .unwrap_or("transformers");
                 if gguf && engine != "ollama" && engine != "llama.cpp" {
                     s.insert("engine".into(), json!("llama.cpp"));
                 }
@@ -824,7 +1221,10 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
             if let Some(m) = w.get("model").cloned() {
                 set_field(&ds_k, s, "model", m);
             }
-            for (k, v) in w.iter().filter(|(k, _)| k.as_str() != "kind" && k.as_str() != "model") {
+            for (k, v) in w
+                .iter()
+                .filter(|(k, _)| k.as_str() != "kind" && k.as_str() != "model")
+            {
                 s.insert(k.clone(), v.clone());
             }
             if !w.contains_key("file") {
@@ -834,18 +1234,37 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
     };
     // A description (from the parsers) used: a diffusion checkpoint, or an LLM's model object.
     let apply_description = move |d: &Value| {
-        if let Some(w) = d.get("diffusion_workload").and_then(|w| w.as_object()).cloned() {
+        if let Some(w) = d
+            .get("diffusion_workload")
+            .and_then(|w| w.as_object())
+            .cloned()
+        {
             use_checkpoint(w);
             return;
         }
         match d.get("model") {
             Some(m) if m.is_object() => {
-                let format = d.get("weights_format").and_then(|f| f.as_str()).map(str::to_string);
-                use_model(m.clone(), format, d.get("format").and_then(|f| f.as_str()) == Some("gguf"))
+                let format = d
+                    .get("weights_format")
+                    .and_then(|f| f.as_str())
+                    .map(str::to_string);
+                use_model(
+                    m.clone(),
+                    format,
+                    d.get("format").and_then(|f| f.as_str()) == Some("gguf"),
+                )
             }
             _ => {
-                let notes: Vec<&str> = d.get("notes").and_then(|n| n.as_array()).map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
-                message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &notes.join("; "))])))
+                let notes: Vec<&str> = d
+                    .get("notes")
+                    .and_then(|n| n.as_array())
+                    .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+                    .unwrap_or_default();
+                message.set(Some(fmt(
+                    lang,
+                    k::CALC_ERROR,
+                    &[("error", &notes.join("; "))],
+                )))
             }
         }
     };
@@ -897,9 +1316,19 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
                 match crate::own_model::read_file(file).await {
                     Ok(answer) => {
                         let facts = &answer["facts"];
-                        if facts["diffusion"].is_null() && facts["hf_config"].is_null() && facts["needs_config"] == json!(true) {
-                            let size = facts["weight_bytes"].as_u64().map(|b| gib(b as f64, lang)).unwrap_or_default();
-                            message.set(Some(fmt(lang, k::CALC_OWN_NEED_CONFIG, &[("size", &size)])));
+                        if facts["diffusion"].is_null()
+                            && facts["hf_config"].is_null()
+                            && facts["needs_config"] == json!(true)
+                        {
+                            let size = facts["weight_bytes"]
+                                .as_u64()
+                                .map(|b| gib(b as f64, lang))
+                                .unwrap_or_default();
+                            message.set(Some(fmt(
+                                lang,
+                                k::CALC_OWN_NEED_CONFIG,
+                                &[("size", &size)],
+                            )));
                             pending.set(Some(facts.clone()));
                         } else {
                             apply(&answer["description"]);
@@ -917,7 +1346,8 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
         #[cfg(feature = "csr")]
         {
             use wasm_bindgen::JsCast;
-            let input: Option<web_sys::HtmlInputElement> = _ev.target().and_then(|t| t.dyn_into().ok());
+            let input: Option<web_sys::HtmlInputElement> =
+                _ev.target().and_then(|t| t.dyn_into().ok());
             if let Some(f) = input.and_then(|i| i.files()).and_then(|l| l.get(0)) {
                 read_input(f);
             }
@@ -926,30 +1356,59 @@ fn OwnModelPanel(lang: Lang, ds: Data, state: RwSignal<State>, arch: Signal<Opti
     let on_drop = move |ev: leptos::ev::DragEvent| {
         ev.prevent_default();
         #[cfg(feature = "csr")]
-        if let Some(f) = ev.data_transfer().and_then(|d| d.files()).and_then(|l| l.get(0)) {
+        if let Some(f) = ev
+            .data_transfer()
+            .and_then(|d| d.files())
+            .and_then(|l| l.get(0))
+        {
             read_drop(f);
         }
     };
     let summary = move || {
-        arch.get().filter(|a| a.origin.source != "catalog").map(|a| {
-            let source = match a.origin.model_type.as_deref() {
-                Some(t) => format!("config.json (model_type {t})"),
-                None => a.origin.source.clone(),
-            };
-            let mut text = fmt(lang, k::CALC_OWN_USING, &[("name", &a.name), ("params", &headroom_core::format::number(a.params as f64, lang)), ("layers", &a.layers.to_string()), ("source", &source)]);
-            if let Some(c) = &a.origin.counted {
-                text.push_str(&format!(" ({c})"));
-            }
-            text
-        })
+        arch.get()
+            .filter(|a| a.origin.source != "catalog")
+            .map(|a| {
+                let source = match a.origin.model_type.as_deref() {
+                    Some(t) => format!("config.json (model_type {t})"),
+                    None => a.origin.source.clone(),
+                };
+                let mut text = fmt(
+                    lang,
+                    k::CALC_OWN_USING,
+                    &[
+                        ("name", &a.name),
+                        (
+                            "params",
+                            &headroom_core::format::number(a.params as f64, lang),
+                        ),
+                        ("layers", &a.layers.to_string()),
+                        ("source", &source),
+                    ],
+                );
+                if let Some(c) = &a.origin.counted {
+                    text.push_str(&format!(" ({c})"));
+                }
+                text
+            })
     };
     let file_line = move || {
         state.with(|s| {
-            let f = s.get("model").and_then(|m| m.get("file")).or_else(|| s.get("file"))?;
-            Some(fmt(lang, k::CALC_OWN_FILE_BYTES, &[("size", &gib(f.get("bytes")?.as_u64()? as f64, lang)), ("format", f.get("format")?.as_str()?)]))
+            let f = s
+                .get("model")
+                .and_then(|m| m.get("file"))
+                .or_else(|| s.get("file"))?;
+            Some(fmt(
+                lang,
+                k::CALC_OWN_FILE_BYTES,
+                &[
+                    ("size", &gib(f.get("bytes")?.as_u64()? as f64, lang)),
+                    ("format", f.get("format")?.as_str()?),
+                ],
+            ))
         })
     };
-    let llm_task = move || state.with(|s| s.get("kind").and_then(|k| k.as_str()) != Some("diffusion"));
+    let llm_task =
+        move || state.with(|s| s.get("kind").and_then(|k| k.as_str()) != Some("diffusion"));
     let fields = headroom_core::hf::REQUIRED_FIELDS;
     view! {
         <fieldset class="own-model" id="own-model" on:dragover=|ev: leptos::ev::DragEvent| ev.prevent_default() on:drop=on_drop>
@@ -1028,22 +1487,42 @@ fn save_card(s: &State) {
 /// The card: a catalog GPU or a size typed in GiB, what other processes already use, and a second
 /// card to compare.
 #[component]
-fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, String)>) -> impl IntoView {
+fn CardPicker(
+    lang: Lang,
+    ds: Data,
+    state: RwSignal<State>,
+    cards: Vec<(String, String)>,
+) -> impl IntoView {
     const SIZE: &str = "size";
     let is_catalog = {
         let ds = ds.clone();
         move |v: &Value| v.as_str().is_some_and(|c| ds.gpu(c).is_some())
     };
-    let size_mode = RwSignal::new(state.with_untracked(|s| s.get("card").is_some_and(|v| !is_catalog(v))));
+    let size_mode =
+        RwSignal::new(state.with_untracked(|s| s.get("card").is_some_and(|v| !is_catalog(v))));
     let card = move || {
         if size_mode.get() {
             return SIZE.to_string();
         }
-        state.with(|s| s.get("card").and_then(|c| c.as_str()).unwrap_or("").to_string())
+        state.with(|s| {
+            s.get("card")
+                .and_then(|c| c.as_str())
+                .unwrap_or("")
+                .to_string()
+        })
     };
     let size_node = NodeRef::<leptos::html::Input>::new();
     let other_node = NodeRef::<leptos::html::Input>::new();
-    let size = move || number_text(size_node, state.with(|s| s.get("card").filter(|v| !v.as_str().is_some_and(|x| ds.gpu(x).is_some())).cloned()));
+    let size = move || {
+        number_text(
+            size_node,
+            state.with(|s| {
+                s.get("card")
+                    .filter(|v| !v.as_str().is_some_and(|x| ds.gpu(x).is_some()))
+                    .cloned()
+            }),
+        )
+    };
     let set = move |key: &'static str, v: Option<Value>| {
         state.update(|s| {
             match v {
@@ -1111,13 +1590,21 @@ fn Summary(lang: Lang, result: Memo<Result<Fit, NoResult>>) -> impl IntoView {
     let text = move || {
         result.with(|r| match r {
             Ok(f) => {
-                let peak = format!("{} {}", t(lang, k::CALC_PEAK), gib(f.peak_bytes as f64, lang));
+                let peak = format!(
+                    "{} {}",
+                    t(lang, k::CALC_PEAK),
+                    gib(f.peak_bytes as f64, lang)
+                );
                 let class = match &f.verdict {
                     Some(v) if v.fits => "summary fits",
                     Some(_) => "summary short",
                     None => "summary",
                 };
-                (class, peak, f.verdict.as_ref().map(|v| verdict_line(lang, v)))
+                (
+                    class,
+                    peak,
+                    f.verdict.as_ref().map(|v| verdict_line(lang, v)),
+                )
             }
             Err(_) => ("summary", String::new(), None),
         })
@@ -1156,7 +1643,12 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
     {
         let ds = ds.clone();
         Effect::new(move |_| {
-            let id = state.with(|s| s.get("model").and_then(|m| m.as_str()).and_then(|m| m.strip_prefix(HUB_PREFIX)).map(str::to_string));
+            let id = state.with(|s| {
+                s.get("model")
+                    .and_then(|m| m.as_str())
+                    .and_then(|m| m.strip_prefix(HUB_PREFIX))
+                    .map(str::to_string)
+            });
             if let Some(id) = id {
                 if !hub.with_untracked(|h| h.contains_key(&id)) {
                     let ds = ds.clone();
@@ -1172,18 +1664,56 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
     }
     let ds_c = ds.clone();
     let result = Memo::new(move |_| hub.with(|h| state.with(|s| compute(&ds_c, s, h))));
-    let kind = move || state.with(|s| s.get("kind").and_then(|k| k.as_str()).unwrap_or("llm-inference").to_string());
-    let tasks = [("llm-inference", k::CALC_KIND_LLM), ("training", k::CALC_KIND_TRAINING), ("diffusion", k::CALC_KIND_DIFFUSION)];
+    let kind = move || {
+        state.with(|s| {
+            s.get("kind")
+                .and_then(|k| k.as_str())
+                .unwrap_or("llm-inference")
+                .to_string()
+        })
+    };
+    let tasks = [
+        ("llm-inference", k::CALC_KIND_LLM),
+        ("training", k::CALC_KIND_TRAINING),
+        ("diffusion", k::CALC_KIND_DIFFUSION),
+    ];
     let ds_f = ds.clone();
     let ds_r = ds.clone();
     let ds_o = ds.clone();
-    let share = move || format!("{}{}", crate::routes::Route::Calculator.path(lang), state.with(to_query));
+    let share = move || {
+        format!(
+            "{}{}",
+            crate::routes::Route::Calculator.path(lang),
+            state.with(to_query)
+        )
+    };
     let mut gpus: Vec<&headroom_core::Gpu> = ds.gpus.iter().collect();
-    headroom_core::sort_short_by(&mut gpus, |a, b| a.memory_gb.total_cmp(&b.memory_gb).then(a.name.cmp(&b.name)));
-    let cards: Vec<(String, String)> = gpus.iter().map(|g| (g.id.clone(), format!("{} · {}", g.name, gib(headroom_core::fit::gpu_bytes(g) as f64, lang)))).collect();
-    let arch = Signal::derive(move || result.with(|r| r.as_ref().ok().and_then(|f| f.architecture.clone())));
-    let manual_open = Signal::derive(move || result.with(|r| matches!(r, Err(NoResult::Invalid(e)) if asks_for_hand_description(e))));
-    let show_panel = move || open.get() || state.with(is_own_model) || state.with(|s| s.contains_key("file"));
+    headroom_core::sort_short_by(&mut gpus, |a, b| {
+        a.memory_gb
+            .total_cmp(&b.memory_gb)
+            .then(a.name.cmp(&b.name))
+    });
+    let cards: Vec<(String, String)> = gpus
+        .iter()
+        .map(|g| {
+            (
+                g.id.clone(),
+                format!(
+                    "{} · {}",
+                    g.name,
+                    gib(headroom_core::fit::gpu_bytes(g) as f64, lang)
+                ),
+            )
+        })
+        .collect();
+    let arch = Signal::derive(move || {
+        result.with(|r| r.as_ref().ok().and_then(|f| f.architecture.clone()))
+    });
+    let manual_open = Signal::derive(move || {
+        result.with(|r| matches!(r, Err(NoResult::Invalid(e)) if asks_for_hand_description(e)))
+    });
+    let show_panel =
+        move || open.get() || state.with(is_own_model) || state.with(|s| s.contains_key("file"));
     view! {
         <h1>{t(lang, k::CALC_TITLE)}</h1>
         <p class="lead">{t(lang, k::CALC_LEAD)}</p>
@@ -1244,8 +1774,16 @@ mod tests {
     #[test]
     fn every_engine_message_reads_in_every_language() {
         for (id, template) in headroom_core::messages::MESSAGES {
-            let names: Vec<&str> = template.split('{').skip(1).filter_map(|r| r.split_once('}').map(|(n, _)| n)).collect();
-            let values: Vec<(&str, String)> = names.iter().enumerate().map(|(i, n)| (*n, format!("V{i}"))).collect();
+            let names: Vec<&str> = template
+                .split('{')
+                .skip(1)
+                .filter_map(|r| r.split_once('}').map(|(n, _)| n))
+                .collect();
+            let values: Vec<(&str, String)> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (*n, format!("V{i}")))
+                .collect();
             let refs: Vec<(&str, &str)> = values.iter().map(|(n, v)| (*n, v.as_str())).collect();
             let english = headroom_core::messages::say(id, &refs);
             for lang in Lang::ALL {
@@ -1254,7 +1792,11 @@ mod tests {
                     assert_ne!(shown, english, "{id} in {}", lang.code());
                 }
                 for (_, v) in &values {
-                    assert!(shown.contains(v.as_str()), "{id} in {}: {shown} lacks {v}", lang.code());
+                    assert!(
+                        shown.contains(v.as_str()),
+                        "{id} in {}: {shown} lacks {v}",
+                        lang.code()
+                    );
                 }
             }
         }

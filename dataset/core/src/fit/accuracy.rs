@@ -53,7 +53,12 @@ pub fn accuracy(ds: &Dataset, refs: &[Reference]) -> Result<Vec<Row>, String> {
         let err_bytes = predicted as i64 - r.peak_allocated as i64;
         rows.push(Row {
             id: r.id.clone(),
-            kind: r.workload.get("kind").and_then(|k| k.as_str()).unwrap_or("?").to_string(),
+            kind: r
+                .workload
+                .get("kind")
+                .and_then(|k| k.as_str())
+                .unwrap_or("?")
+                .to_string(),
             measured_allocated: r.peak_allocated,
             predicted_allocated: predicted,
             error: err_bytes as f64 / r.peak_allocated as f64,
@@ -61,6 +66,73 @@ pub fn accuracy(ds: &Dataset, refs: &[Reference]) -> Result<Vec<Row>, String> {
             measured_device: r.device_used_at_end,
             predicted_device: device,
             within_tolerance: (err_bytes.unsigned_abs() as f64) <= tolerance(r.peak_allocated),
+        });
+    }
+    Ok(rows)
+}
+
+/// One llama.cpp reference run (dataset/measurements/llamacpp/, harness/llamacpp/run.py).
+#[derive(Clone, Debug, Deserialize)]
+pub struct LlamaReference {
+    pub id: String,
+    pub workload: serde_json::Value,
+    pub ok: bool,
+    /// Device memory in use at the run's peak minus the level before it (NVML), bytes.
+    #[serde(default)]
+    pub peak_minus_idle: u64,
+    /// llama.cpp's own estimate per device (`llama-fit-params --fit-print on`), MiB.
+    #[serde(default)]
+    pub fit_print: serde_json::Value,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LlamaRow {
+    pub id: String,
+    pub measured: u64,
+    pub predicted: u64,
+    /// llama.cpp's estimate for the GPU (model + context + compute), when it gave one.
+    pub llamacpp_estimate: Option<u64>,
+    pub error: f64,
+    pub error_bytes: i64,
+    pub within_tolerance: bool,
+}
+
+/// llama.cpp runs are held to 2 % or 256 MiB, and never under the measured peak by more than
+/// 128 MiB.
+pub fn llama_within(measured: u64, predicted: u64) -> bool {
+    const MIB: f64 = 1024.0 * 1024.0;
+    let err = predicted as f64 - measured as f64;
+    err.abs() <= (measured as f64 * 0.02).max(256.0 * MIB) && err >= -128.0 * MIB
+}
+
+pub fn parse_llama_references(text: &str) -> Result<Vec<LlamaReference>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .collect()
+}
+
+/// Predicted (every term the engine puts on the GPU) against the measured peak of each run.
+pub fn llama_accuracy(ds: &Dataset, refs: &[LlamaReference]) -> Result<Vec<LlamaRow>, String> {
+    let mut rows = Vec::new();
+    for r in refs.iter().filter(|r| r.ok) {
+        let w = Workload::from_value(&r.workload).map_err(|e| format!("{}: {e}", r.id))?;
+        let b = breakdown(ds, &w).map_err(|e| format!("{}: {e}", r.id))?;
+        let predicted: u64 = b.terms.iter().map(|t| t.bytes).sum();
+        let estimate = r.fit_print.get("CUDA0").and_then(|d| {
+            let mib = |k: &str| d.get(k).and_then(|v| v.as_u64());
+            Some((mib("model_mib")? + mib("context_mib")? + mib("compute_mib")?) * 1024 * 1024)
+        });
+        let err = predicted as i64 - r.peak_minus_idle as i64;
+        rows.push(LlamaRow {
+            id: r.id.clone(),
+            measured: r.peak_minus_idle,
+            predicted,
+            llamacpp_estimate: estimate,
+            error: err as f64 / r.peak_minus_idle as f64,
+            error_bytes: err,
+            within_tolerance: llama_within(r.peak_minus_idle, predicted),
         });
     }
     Ok(rows)

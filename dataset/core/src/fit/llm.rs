@@ -7,7 +7,10 @@ use crate::hf::ArchOrigin;
 use crate::{Llm, QuantFamily};
 
 /// The architecture a workload names: a catalog entry, or one built from the user's config.
-pub(crate) fn model<'a>(ds: &'a Dataset, r: &ModelRef) -> Result<(Cow<'a, Llm>, ArchOrigin), String> {
+pub(crate) fn model<'a>(
+    ds: &'a Dataset,
+    r: &ModelRef,
+) -> Result<(Cow<'a, Llm>, ArchOrigin), String> {
     match r {
         ModelRef::Id(id) => {
             let m = ds.llm(id).ok_or_else(|| {
@@ -21,13 +24,24 @@ pub(crate) fn model<'a>(ds: &'a Dataset, r: &ModelRef) -> Result<(Cow<'a, Llm>, 
                     )
                 }
             })?;
-            Ok((Cow::Borrowed(m), ArchOrigin { source: "catalog".into(), model_type: None, counted: None }))
+            Ok((
+                Cow::Borrowed(m),
+                ArchOrigin {
+                    source: "catalog".into(),
+                    model_type: None,
+                    counted: None,
+                },
+            ))
         }
         ModelRef::Spec(spec) => {
-            let (mut m, origin) = crate::hf::llm_from_config(&spec.hf_config, spec.name.as_deref()).map_err(|e| crate::messages::say("in-model", &[("error", &e)]))?;
+            let (mut m, origin) = crate::hf::llm_from_config(&spec.hf_config, spec.name.as_deref())
+                .map_err(|e| crate::messages::say("in-model", &[("error", &e)]))?;
             if let Some(p) = spec.params {
                 if p == 0 {
-                    return Err(crate::messages::say("at-least-one", &[("field", "model.params")]));
+                    return Err(crate::messages::say(
+                        "at-least-one",
+                        &[("field", "model.params")],
+                    ));
                 }
                 m.params = p;
             }
@@ -87,14 +101,18 @@ pub(crate) fn weight_claims(q: &Quant) -> Vec<&'static str> {
         QuantFamily::Float if q.bits >= 16.0 => vec!["bytes-per-param-16bit"],
         QuantFamily::Float | QuantFamily::Int if q.bits >= 8.0 => vec!["bytes-per-param-8bit"],
         QuantFamily::Awq | QuantFamily::Gptq => vec!["awq-gptq-4bit-quarter-of-16bit"],
-        QuantFamily::Bnb | QuantFamily::Int => vec!["bytes-per-param-4bit", "training-qlora-loads-base-in-4bit"],
+        QuantFamily::Bnb | QuantFamily::Int => {
+            vec!["bytes-per-param-4bit", "training-qlora-loads-base-in-4bit"]
+        }
         QuantFamily::Float => vec!["bytes-per-param-8bit"],
         QuantFamily::GgufType | QuantFamily::GgufScheme => match id.as_str() {
             "Q8_0" => vec!["bits-per-weight-q8-0"],
             "Q6_K" => vec!["llama31-8b-weights-q6-k"],
             "Q5_K" | "Q5_K_M" | "Q5_K_S" | "Q5_0" | "Q5_1" => vec!["llama31-8b-weights-q5-k-m"],
             "Q3_K" | "Q3_K_M" | "Q3_K_S" | "Q3_K_L" => vec!["llama31-8b-weights-q3-k-m"],
-            "Q4_K" | "Q4_K_M" | "Q4_K_S" | "Q4_0" | "Q4_1" | "IQ4_XS" | "IQ4_NL" => vec!["bits-per-weight-q4-k-m"],
+            "Q4_K" | "Q4_K_M" | "Q4_K_S" | "Q4_0" | "Q4_1" | "IQ4_XS" | "IQ4_NL" => {
+                vec!["bits-per-weight-q4-k-m"]
+            }
             "F16" | "BF16" => vec!["bytes-per-param-16bit"],
             _ if q.bits >= 8.0 => vec!["bits-per-weight-q8-0"],
             _ => vec!["llm-weights-4bit-8b-32b-70b"],
@@ -104,7 +122,11 @@ pub(crate) fn weight_claims(q: &Quant) -> Vec<&'static str> {
 
 /// Bytes per element of activations: 16-bit unless the weights are fp32.
 fn activation_bytes(q: &Quant) -> f64 {
-    if q.family == QuantFamily::Float && q.bits >= 32.0 { 4.0 } else { 2.0 }
+    if q.family == QuantFamily::Float && q.bits >= 32.0 {
+        4.0
+    } else {
+        2.0
+    }
 }
 
 /// Working set per token of one decoder layer's MLP at its peak, in elements: three
@@ -128,13 +150,23 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
     let wq = quant(ds, &l.weights, "weights")?;
     let kvq = quant(ds, &l.kv_cache, "kv_cache")?;
     if l.context == 0 {
-        return Err(crate::messages::say("at-least-one", &[("field", "context")]));
+        return Err(crate::messages::say(
+            "at-least-one",
+            &[("field", "context")],
+        ));
     }
     if l.batch == 0 {
         return Err(crate::messages::say("at-least-one", &[("field", "batch")]));
     }
     if l.context > m.max_context {
-        return Err(crate::messages::say("context-beyond-max", &[("context", &l.context.to_string()), ("model", &m.id), ("max", &m.max_context.to_string())]));
+        return Err(crate::messages::say(
+            "context-beyond-max",
+            &[
+                ("context", &l.context.to_string()),
+                ("model", &m.id),
+                ("max", &m.max_context.to_string()),
+            ],
+        ));
     }
     let mut b = Breakdown::new();
     b.arch = Some(summary(m, origin));
@@ -145,22 +177,43 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
     let ab = activation_bytes(wq);
     // The user's file, when it is in the format asked for, gives the exact bytes.
     let file = match &l.model {
-        ModelRef::Spec(s) => s.file.as_ref().filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == wq.id)),
+        ModelRef::Spec(s) => s
+            .file
+            .as_ref()
+            .filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == wq.id)),
         ModelRef::Id(_) => None,
     };
-    let weights = file.map(|f| f.bytes as f64).unwrap_or_else(|| weight_bytes(m, wq));
+    let weights = file
+        .map(|f| f.bytes as f64)
+        .unwrap_or_else(|| weight_bytes(m, wq));
     if let Some(f) = file {
-        b.note("file-weights", &[("bytes", f.bytes.to_string())], "weights: the {bytes} bytes of the model file's tensors");
+        b.note(
+            "file-weights",
+            &[("bytes", f.bytes.to_string())],
+            "weights: the {bytes} bytes of the model file's tensors",
+        );
     }
     match l.engine {
         Engine::Transformers => {
             b.add("weights", weights, &weight_claims(wq));
             if l.all_logits {
                 // One forward over every position; no cache; the logits of all positions are the peak.
-                b.add("logits", tokens * m.vocab as f64 * ab, &["fit-logits-all-positions"]);
-                b.add("activations", tokens * 2.0 * m.hidden as f64 * ab, &["fit-logits-all-positions"]);
+                b.add(
+                    "logits",
+                    tokens * m.vocab as f64 * ab,
+                    &["fit-logits-all-positions"],
+                );
+                b.add(
+                    "activations",
+                    tokens * 2.0 * m.hidden as f64 * ab,
+                    &["fit-logits-all-positions"],
+                );
             } else {
-                b.add("kv-cache", kv_bytes, &["transformers-dynamic-cache-per-token"]);
+                b.add(
+                    "kv-cache",
+                    kv_bytes,
+                    &["transformers-dynamic-cache-per-token"],
+                );
                 let mlp = tokens * prefill_elements_per_token(m) * ab;
                 match m.sliding() {
                     // A sliding window longer context than the window: transformers materialises a
@@ -168,36 +221,79 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
                     // additive mask in the activation dtype while each sliding layer runs.
                     Some((_, w)) if l.context > w => {
                         let square = l.batch as f64 * (l.context as f64).powi(2);
-                        b.add("attention-mask", square, &["fit-transformers-sliding-window-mask"]);
+                        b.add(
+                            "attention-mask",
+                            square,
+                            &["fit-transformers-sliding-window-mask"],
+                        );
                         let attention = square * ab + tokens * 4.0 * m.hidden as f64 * ab;
                         if attention > mlp {
-                            b.add("activations", attention, &["fit-transformers-sliding-window-mask"]);
+                            b.add(
+                                "activations",
+                                attention,
+                                &["fit-transformers-sliding-window-mask"],
+                            );
                         } else {
-                            b.add("activations", mlp, &["fit-transformers-prefill-working-set"]);
+                            b.add(
+                                "activations",
+                                mlp,
+                                &["fit-transformers-prefill-working-set"],
+                            );
                         }
                     }
-                    _ => b.add("activations", mlp, &["fit-transformers-prefill-working-set"]),
+                    _ => b.add(
+                        "activations",
+                        mlp,
+                        &["fit-transformers-prefill-working-set"],
+                    ),
                 }
             }
-            b.add("workspace", claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
+            b.add(
+                "workspace",
+                claim_number(ds, "fit-transformers-workspace")?,
+                &["fit-transformers-workspace"],
+            );
             let dynamic = b.tensor_bytes() as f64 - weights;
             // A single forward pass fragments little; generate() grows its cache and fragments more.
-            let share = if l.all_logits { "fit-allocator-headroom-llm-forward" } else { "fit-allocator-headroom-llm" };
+            let share = if l.all_logits {
+                "fit-allocator-headroom-llm-forward"
+            } else {
+                "fit-allocator-headroom-llm"
+            };
             add_runtime(ds, &mut b, dynamic, None, Some(share))?;
         }
         Engine::Vllm => {
             let util = match l.gpu_memory_utilization {
                 Some(u) if u > 0.0 && u <= 1.0 => u,
-                Some(u) => return Err(format!("field `gpu_memory_utilization`: {u} must be in (0, 1]")),
+                Some(u) => {
+                    return Err(format!(
+                        "field `gpu_memory_utilization`: {u} must be in (0, 1]"
+                    ));
+                }
                 None => claim_number(ds, "fit-vllm-default-utilization")?,
             };
             b.add("weights", weights, &weight_claims(wq));
-            b.add("kv-cache", kv_bytes, &["vllm-max-seq-len-exceeds-kv-cache", "kv-cache-grows-with-context-and-users"]);
-            b.add("cuda-context", claim_number(ds, "fit-cuda-context-measured")?, &["fit-cuda-context-measured"]);
+            b.add(
+                "kv-cache",
+                kv_bytes,
+                &[
+                    "vllm-max-seq-len-exceeds-kv-cache",
+                    "kv-cache-grows-with-context-and-users",
+                ],
+            );
+            b.add(
+                "cuda-context",
+                claim_number(ds, "fit-cuda-context-measured")?,
+                &["fit-cuda-context-measured"],
+            );
             // vLLM takes `util` of the card and fills what is left after weights with KV blocks.
             let needed: f64 = b.terms.iter().map(|t| t.bytes as f64).sum();
             let card = needed / util;
-            b.add("gpu-memory-utilization-headroom", card - needed, &["vllm-gpu-memory-utilization-meaning"]);
+            b.add(
+                "gpu-memory-utilization-headroom",
+                card - needed,
+                &["vllm-gpu-memory-utilization-meaning"],
+            );
             b.note(
                 "vllm-share",
                 &[("util", util.to_string()), ("tokens", (l.context * l.batch).to_string())],
@@ -206,27 +302,8 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
             b.note("vllm-unmodelled", &[], "vLLM's profiling activations and CUDA graphs are not modelled yet; keep a few GiB of margin.");
         }
         Engine::LlamaCpp | Engine::Ollama => {
-            let layers = m.layers;
-            let on_gpu = l.gpu_layers.unwrap_or(layers).min(layers);
-            let share = on_gpu as f64 / layers as f64;
-            b.add("weights", weights * share, &weight_claims(wq));
-            let kv_claims: &[&str] = if l.engine == Engine::Ollama {
-                &["llamacpp-context-layers-kv-type", "kv-cache-grows-with-context-and-users"]
-            } else {
-                &["llamacpp-context-layers-kv-type"]
-            };
-            b.add("kv-cache", kv_bytes * share, kv_claims);
-            // Compute buffer: one micro-batch through the widest layer plus its logits, in fp32.
-            b.add(
-                "compute-buffer",
-                ubatch * (m.vocab as f64 + prefill_elements_per_token(m)) * 4.0,
-                &["fit-llamacpp-ubatch"],
-            );
-            b.add("cuda-context", claim_number(ds, "fit-cuda-context-measured")?, &["fit-cuda-context-measured"]);
-            if on_gpu < layers {
-                b.note("gpu-layers", &[("on_gpu", on_gpu.to_string()), ("layers", layers.to_string())], "{on_gpu} of {layers} layers on the GPU; the rest run on the CPU, much slower.");
-            }
-            b.note("llamacpp-unmeasured", &[], "llama.cpp/Ollama numbers are computed from the formats and the architecture; no reference run backs them yet.");
+            super::llamacpp::breakdown(ds, l, m, wq, kvq, file, &mut b)?;
+            return Ok(b);
         }
     }
     if let Some(t) = b.terms.iter_mut().find(|t| t.term == "kv-cache") {
@@ -239,20 +316,39 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
 
 /// KV-cache bytes of the whole batch. Global-attention layers keep every token; sliding-window
 /// layers keep what the engine keeps for them (the claims say how many tokens).
-fn kv_cache_bytes(ds: &Dataset, m: &Llm, l: &LlmInference, bytes_per_element: f64, ubatch: f64) -> Result<(f64, Vec<&'static str>), String> {
+fn kv_cache_bytes(
+    ds: &Dataset,
+    m: &Llm,
+    l: &LlmInference,
+    bytes_per_element: f64,
+    ubatch: f64,
+) -> Result<(f64, Vec<&'static str>), String> {
     let _ = ds;
     let full = |_: u64| l.context;
     let (per_seq, claims): (u64, Vec<&'static str>) = match (m.sliding(), &l.engine) {
         (None, _) => (m.kv_elements(l.context, full), vec![]),
         // generate()'s peak still holds the whole prompt on sliding layers (a view keeps the
         // prefill's storage alive until the first decoding step).
-        (Some(_), Engine::Transformers) => (m.kv_elements(l.context, full), vec!["fit-transformers-sliding-window-cache"]),
-        (Some(_), Engine::Vllm) => (m.kv_elements(l.context, |w| w), vec!["fit-vllm-sliding-window-cache"]),
+        (Some(_), Engine::Transformers) => (
+            m.kv_elements(l.context, full),
+            vec!["fit-transformers-sliding-window-cache"],
+        ),
+        (Some(_), Engine::Vllm) => (
+            m.kv_elements(l.context, |w| w),
+            vec!["fit-vllm-sliding-window-cache"],
+        ),
         (Some(_), Engine::LlamaCpp | Engine::Ollama) => {
-            let swa = matches!(m.model_type.as_deref(), Some("gemma2" | "gemma3" | "gemma3_text" | "gpt_oss" | "cohere2"));
+            let swa = matches!(
+                m.model_type.as_deref(),
+                Some("gemma2" | "gemma3" | "gemma3_text" | "gpt_oss" | "cohere2")
+            );
             // The window plus one micro-batch, padded to 256 cells, per sequence.
             let cells = |w: u64| (w + ubatch as u64).div_ceil(256) * 256;
-            let n = if swa { m.kv_elements(l.context, cells) } else { m.kv_elements(l.context, full) };
+            let n = if swa {
+                m.kv_elements(l.context, cells)
+            } else {
+                m.kv_elements(l.context, full)
+            };
             (n, vec!["fit-llamacpp-sliding-window-cache"])
         }
     };

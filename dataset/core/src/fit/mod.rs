@@ -10,16 +10,17 @@
 pub mod accuracy;
 pub mod diffusion;
 pub mod levers;
+pub mod llamacpp;
+mod llm;
 pub mod query;
 pub mod search;
-mod llm;
 mod training;
 pub mod workload;
 
 use serde::{Deserialize, Serialize};
 
-pub use workload::*;
 pub(crate) use llm::summary;
+pub use workload::*;
 
 use crate::{Dataset, Quant};
 
@@ -157,7 +158,11 @@ pub(crate) struct Breakdown {
 
 impl Breakdown {
     pub fn new() -> Breakdown {
-        Breakdown { terms: Vec::new(), notes: Vec::new(), arch: None }
+        Breakdown {
+            terms: Vec::new(),
+            notes: Vec::new(),
+            arch: None,
+        }
     }
 
     pub fn add(&mut self, term: &str, bytes: f64, claims: &[&str]) {
@@ -173,7 +178,11 @@ impl Breakdown {
                 }
             }
         } else {
-            self.terms.push(Term { term: term.into(), bytes, claims: claims.iter().map(|s| s.to_string()).collect() });
+            self.terms.push(Term {
+                term: term.into(),
+                bytes,
+                claims: claims.iter().map(|s| s.to_string()).collect(),
+            });
         }
     }
 
@@ -189,22 +198,40 @@ impl Breakdown {
         for (k, v) in values {
             kv.insert(k.to_string(), v.clone());
         }
-        self.notes.push(Note { id: id.into(), values: kv, text: t });
+        self.notes.push(Note {
+            id: id.into(),
+            values: kv,
+            text: t,
+        });
     }
 
     pub fn tensor_bytes(&self) -> u64 {
-        self.terms.iter().filter(|t| t.term != "cuda-context" && t.term != "allocator-headroom").map(|t| t.bytes).sum()
+        self.terms
+            .iter()
+            .filter(|t| t.term != "cuda-context" && t.term != "allocator-headroom")
+            .map(|t| t.bytes)
+            .sum()
     }
 }
 
 /// A number the engine takes from a claim's value (so every constant has its evidence).
 pub(crate) fn claim_number(ds: &Dataset, id: &str) -> Result<f64, String> {
-    let c = ds.claim(id).ok_or_else(|| format!("the fit engine needs claim `{id}`, which the dataset lacks"))?;
+    let c = ds
+        .claim(id)
+        .ok_or_else(|| format!("the fit engine needs claim `{id}`, which the dataset lacks"))?;
     if c.verdict == crate::Verdict::Contradicted {
-        return Err(format!("claim `{id}` is contradicted: its value is what was said, not what is true"));
+        return Err(format!(
+            "claim `{id}` is contradicted: its value is what was said, not what is true"
+        ));
     }
-    let v = c.value.as_ref().ok_or_else(|| format!("claim `{id}` has no value"))?;
-    let n = v.number.or(v.max).ok_or_else(|| format!("claim `{id}` has no number"))?;
+    let v = c
+        .value
+        .as_ref()
+        .ok_or_else(|| format!("claim `{id}` has no value"))?;
+    let n = v
+        .number
+        .or(v.max)
+        .ok_or_else(|| format!("claim `{id}` has no number"))?;
     Ok(match v.unit.as_str() {
         "B" => n,
         "KB" => n * 1e3,
@@ -220,7 +247,10 @@ pub(crate) fn claim_number(ds: &Dataset, id: &str) -> Result<f64, String> {
 pub(crate) fn quant<'a>(ds: &'a Dataset, id: &str, field: &str) -> Result<&'a Quant, String> {
     ds.quant(id).ok_or_else(|| {
         let known: Vec<&str> = ds.quant.iter().map(|q| q.id.as_str()).collect();
-        format!("field `{field}`: unknown format `{id}` (one of: {})", known.join(", "))
+        format!(
+            "field `{field}`: unknown format `{id}` (one of: {})",
+            known.join(", ")
+        )
     })
 }
 
@@ -229,13 +259,34 @@ pub(crate) fn quant<'a>(ds: &'a Dataset, id: &str, field: &str) -> Result<&'a Qu
 /// the live tensors to finish the run under a cap (block rounding, fragmentation, kernel
 /// workspaces): `base_claim` GiB plus `share_claim` percent of `transient_bytes`, both measured
 /// as the smallest total each reference case ran in (dataset/measurements/capped/).
-pub(crate) fn add_runtime(ds: &Dataset, b: &mut Breakdown, transient_bytes: f64, base_claim: Option<&str>, share_claim: Option<&str>) -> Result<(), String> {
-    b.add("cuda-context", claim_number(ds, "fit-cuda-context-measured")?, &["fit-cuda-context-measured", "cuda-context-few-hundred-mb"]);
-    let base = base_claim.map(|c| claim_number(ds, c)).transpose()?.unwrap_or(0.0);
-    let share = share_claim.map(|c| claim_number(ds, c)).transpose()?.unwrap_or(0.0) / 100.0;
+pub(crate) fn add_runtime(
+    ds: &Dataset,
+    b: &mut Breakdown,
+    transient_bytes: f64,
+    base_claim: Option<&str>,
+    share_claim: Option<&str>,
+) -> Result<(), String> {
+    b.add(
+        "cuda-context",
+        claim_number(ds, "fit-cuda-context-measured")?,
+        &["fit-cuda-context-measured", "cuda-context-few-hundred-mb"],
+    );
+    let base = base_claim
+        .map(|c| claim_number(ds, c))
+        .transpose()?
+        .unwrap_or(0.0);
+    let share = share_claim
+        .map(|c| claim_number(ds, c))
+        .transpose()?
+        .unwrap_or(0.0)
+        / 100.0;
     let mut claims: Vec<&str> = base_claim.into_iter().chain(share_claim).collect();
     claims.push("fragmentation-from-changing-shapes");
-    b.add("allocator-headroom", base + transient_bytes * share, &claims);
+    b.add(
+        "allocator-headroom",
+        base + transient_bytes * share,
+        &claims,
+    );
     Ok(())
 }
 
@@ -273,7 +324,12 @@ pub fn fit(ds: &Dataset, w: &Workload) -> Result<Fit, String> {
     let b = breakdown(ds, w)?;
     let peak = total(&b);
     let mut gpus: Vec<&crate::Gpu> = ds.gpus.iter().collect();
-    crate::sort_short_by(&mut gpus, |a, b| a.memory_gb.partial_cmp(&b.memory_gb).unwrap().then(a.id.cmp(&b.id)));
+    crate::sort_short_by(&mut gpus, |a, b| {
+        a.memory_gb
+            .partial_cmp(&b.memory_gb)
+            .unwrap()
+            .then(a.id.cmp(&b.id))
+    });
     let fits = gpus
         .iter()
         .filter(|g| gpu_bytes(g) >= peak)
@@ -316,7 +372,12 @@ impl Verdict {
     /// The verdict for a peak on a card.
     pub fn of(card: &Card, peak_bytes: u64) -> Verdict {
         let budget = card.budget_bytes();
-        Verdict { card: card.clone(), budget_bytes: budget, spare_bytes: budget as i64 - peak_bytes as i64, fits: peak_bytes <= budget }
+        Verdict {
+            card: card.clone(),
+            budget_bytes: budget,
+            spare_bytes: budget as i64 - peak_bytes as i64,
+            fits: peak_bytes <= budget,
+        }
     }
 }
 
@@ -347,7 +408,12 @@ impl Card {
         if other >= total {
             return Err(crate::messages::say("card-other-whole", &[]));
         }
-        Ok(Card { spec: spec.to_string(), name, memory_bytes: total as u64, other_bytes: other as u64 })
+        Ok(Card {
+            spec: spec.to_string(),
+            name,
+            memory_bytes: total as u64,
+            other_bytes: other as u64,
+        })
     }
 
     /// What the workload may use: the card less what other processes hold.
@@ -363,7 +429,8 @@ pub fn budget(ds: &Dataset, gpu: &str, other_processes_gib: f64) -> Result<u64, 
 
 /// Reads one workload or an array of them (the `dataset fit --input` format).
 pub fn parse_input(text: &str) -> Result<Vec<Workload>, String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("input is not JSON: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("input is not JSON: {e}"))?;
     match v {
         serde_json::Value::Array(items) => items
             .iter()

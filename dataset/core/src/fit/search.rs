@@ -10,7 +10,8 @@ use super::*;
 /// The largest llama.cpp/Ollama offload that fits.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuLayers {
-    /// Layers on the GPU (0 = only the compute buffers and the context are on the GPU).
+    /// `-ngl`: layers on the GPU, the output layer counted as one (0 = only the compute buffers
+    /// and the context are on the GPU; `of`, the model's layers plus one, = all).
     pub layers: u32,
     pub of: u32,
     /// Weights and KV cache of the layers left in system RAM.
@@ -68,7 +69,9 @@ pub fn weight_ladder(engine: &Engine) -> &'static [&'static str] {
     match engine {
         Engine::Transformers => &["bf16", "fp8", "int8", "nf4"],
         Engine::Vllm => &["bf16", "fp8", "awq-int4"],
-        Engine::LlamaCpp | Engine::Ollama => &["fp16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K"],
+        Engine::LlamaCpp | Engine::Ollama => {
+            &["fp16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K"]
+        }
     }
 }
 
@@ -81,7 +84,13 @@ fn peak(ds: &Dataset, w: &Workload) -> Option<u64> {
 
 /// The largest `x` in `lo..=hi` with `fits(x)`, given that the peak grows with `x`; `None` when
 /// even `lo` does not fit. Values are snapped to `step` (counted from `lo`).
-fn largest(lo: u64, hi: u64, step: u64, at: &mut dyn FnMut(u64) -> Option<u64>, budget: u64) -> Option<(u64, u64)> {
+fn largest(
+    lo: u64,
+    hi: u64,
+    step: u64,
+    at: &mut dyn FnMut(u64) -> Option<u64>,
+    budget: u64,
+) -> Option<(u64, u64)> {
     let ok = |p: Option<u64>| p.is_some_and(|p| p <= budget);
     let first = at(lo);
     if !ok(first) {
@@ -107,14 +116,21 @@ fn largest(lo: u64, hi: u64, step: u64, at: &mut dyn FnMut(u64) -> Option<u64>, 
 }
 
 fn to_largest(r: Option<(u64, u64)>, hi: u64) -> Option<Largest> {
-    r.map(|(value, peak_bytes)| Largest { value, peak_bytes, limit_reached: value >= hi })
+    r.map(|(value, peak_bytes)| Largest {
+        value,
+        peak_bytes,
+        limit_reached: value >= hi,
+    })
 }
 
 /// Every answer that applies to the workload, for a card with `budget_bytes` free.
 pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers, String> {
     // The workload itself must be valid (a clear error instead of empty answers).
     breakdown(ds, w)?;
-    let mut a = Answers { budget_bytes, ..Answers::default() };
+    let mut a = Answers {
+        budget_bytes,
+        ..Answers::default()
+    };
     match w {
         Workload::LlmInference(l) => {
             let (m, _) = llm::model(ds, &l.model)?;
@@ -125,16 +141,42 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
             };
             let max_ctx = m.max_context;
             a.max_context = to_largest(
-                largest(1, max_ctx, 1, &mut |c| peak(ds, &with(&|x| x.context = c)), budget_bytes),
+                largest(
+                    1,
+                    max_ctx,
+                    1,
+                    &mut |c| peak(ds, &with(&|x| x.context = c)),
+                    budget_bytes,
+                ),
                 max_ctx,
             );
-            a.max_batch = to_largest(largest(1, 1024, 1, &mut |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 1024);
+            a.max_batch = to_largest(
+                largest(
+                    1,
+                    1024,
+                    1,
+                    &mut |n| peak(ds, &with(&|x| x.batch = n)),
+                    budget_bytes,
+                ),
+                1024,
+            );
             if matches!(l.engine, Engine::LlamaCpp | Engine::Ollama) {
-                let layers = m.layers as u64;
-                if let Some((n, p)) = largest(0, layers, 1, &mut |n| peak(ds, &with(&|x| x.gpu_layers = Some(n as u32))), budget_bytes) {
+                // -ngl counts the output layer: layers + 1 puts every layer on the GPU.
+                let layers = m.layers as u64 + 1;
+                if let Some((n, p)) = largest(
+                    0,
+                    layers,
+                    1,
+                    &mut |n| peak(ds, &with(&|x| x.gpu_layers = Some(n as u32))),
+                    budget_bytes,
+                ) {
                     let all = breakdown(ds, &with(&|x| x.gpu_layers = None))?;
                     let resident = |b: &Breakdown| -> u64 {
-                        b.terms.iter().filter(|t| t.term == "weights" || t.term == "kv-cache").map(|t| t.bytes).sum()
+                        b.terms
+                            .iter()
+                            .filter(|t| t.term == "weights" || t.term == "kv-cache")
+                            .map(|t| t.bytes)
+                            .sum()
                     };
                     let on_gpu = breakdown(ds, &with(&|x| x.gpu_layers = Some(n as u32)))?;
                     a.gpu_layers = Some(GpuLayers {
@@ -147,7 +189,10 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
             }
             a.best_weights = weight_ladder(&l.engine).iter().find_map(|f| {
                 let p = peak(ds, &with(&|x| x.weights = (*f).into()))?;
-                (p <= budget_bytes).then(|| Format { format: (*f).into(), peak_bytes: p })
+                (p <= budget_bytes).then(|| Format {
+                    format: (*f).into(),
+                    peak_bytes: p,
+                })
             });
         }
         Workload::Training(t) => {
@@ -158,8 +203,26 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
             };
             let (m, _) = llm::model(ds, &t.model)?;
             let max_seq = m.max_context;
-            a.max_seq = to_largest(largest(1, max_seq, 1, &mut |s| peak(ds, &with(&|x| x.seq = s)), budget_bytes), max_seq);
-            a.max_batch = to_largest(largest(1, 1024, 1, &mut |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 1024);
+            a.max_seq = to_largest(
+                largest(
+                    1,
+                    max_seq,
+                    1,
+                    &mut |s| peak(ds, &with(&|x| x.seq = s)),
+                    budget_bytes,
+                ),
+                max_seq,
+            );
+            a.max_batch = to_largest(
+                largest(
+                    1,
+                    1024,
+                    1,
+                    &mut |n| peak(ds, &with(&|x| x.batch = n)),
+                    budget_bytes,
+                ),
+                1024,
+            );
         }
         Workload::Diffusion(d) => {
             let with = |f: &dyn Fn(&mut Diffusion)| {
@@ -167,7 +230,9 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
                 f(&mut x);
                 Workload::Diffusion(x)
             };
-            let m = ds.diffusion_model(&d.model).ok_or_else(|| format!("unknown diffusion model `{}`", d.model))?;
+            let m = ds
+                .diffusion_model(&d.model)
+                .ok_or_else(|| format!("unknown diffusion model `{}`", d.model))?;
             let (nw, nh) = diffusion::native_size(ds, m)?;
             let (w0, h0) = (d.width.unwrap_or(nw), d.height.unwrap_or(nh));
             // Sizes in steps of 64 px on the longer side, keeping the aspect ratio (both sides
@@ -178,26 +243,57 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
                 let snap = |x: u64| ((x * side / long) / 16).max(1) * 16;
                 (snap(w0), snap(h0))
             };
-            let r = largest(1, 128, 1, &mut |k| {
-                let (sw, sh) = size_at(k);
-                peak(ds, &with(&|x| {
-                    x.width = Some(sw);
-                    x.height = Some(sh);
-                }))
-            }, budget_bytes);
+            let r = largest(
+                1,
+                128,
+                1,
+                &mut |k| {
+                    let (sw, sh) = size_at(k);
+                    peak(
+                        ds,
+                        &with(&|x| {
+                            x.width = Some(sw);
+                            x.height = Some(sh);
+                        }),
+                    )
+                },
+                budget_bytes,
+            );
             a.max_size = r.map(|(k, p)| {
                 let (width, height) = size_at(k);
-                Size { width, height, peak_bytes: p }
+                Size {
+                    width,
+                    height,
+                    peak_bytes: p,
+                }
             });
-            a.max_batch = to_largest(largest(1, 64, 1, &mut |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 64);
+            a.max_batch = to_largest(
+                largest(
+                    1,
+                    64,
+                    1,
+                    &mut |n| peak(ds, &with(&|x| x.batch = n)),
+                    budget_bytes,
+                ),
+                64,
+            );
             if m.modality == crate::Modality::Video {
                 // Frame counts of the form 4k + 1, as the video VAEs take them.
-                let r = largest(1, 1025, 4, &mut |f| peak(ds, &with(&|x| x.frames = Some(f))), budget_bytes);
+                let r = largest(
+                    1,
+                    1025,
+                    4,
+                    &mut |f| peak(ds, &with(&|x| x.frames = Some(f))),
+                    budget_bytes,
+                );
                 a.max_frames = to_largest(r, 1025);
             }
             a.best_weights = DIFFUSION_LADDER.iter().find_map(|f| {
                 let p = peak(ds, &with(&|x| x.precision = (*f).into()))?;
-                (p <= budget_bytes).then(|| Format { format: (*f).into(), peak_bytes: p })
+                (p <= budget_bytes).then(|| Format {
+                    format: (*f).into(),
+                    peak_bytes: p,
+                })
             });
         }
     }

@@ -101,7 +101,15 @@ pub enum LoraTargets {
 }
 
 /// Projection names the engine knows, as transformers' Llama-family modules name them.
-pub const LORA_MODULES: [&str; 7] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
+pub const LORA_MODULES: [&str; 7] = [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+];
 
 impl TryFrom<serde_json::Value> for LoraTargets {
     type Error = String;
@@ -112,9 +120,14 @@ impl TryFrom<serde_json::Value> for LoraTargets {
             serde_json::Value::Array(a) => {
                 let mut out = Vec::new();
                 for x in a {
-                    let name = x.as_str().ok_or("field `lora_targets`: module names must be strings")?;
+                    let name = x
+                        .as_str()
+                        .ok_or("field `lora_targets`: module names must be strings")?;
                     if !LORA_MODULES.contains(&name) {
-                        return Err(format!("field `lora_targets`: unknown module `{name}` (one of: {})", LORA_MODULES.join(", ")));
+                        return Err(format!(
+                            "field `lora_targets`: unknown module `{name}` (one of: {})",
+                            LORA_MODULES.join(", ")
+                        ));
                     }
                     if !out.iter().any(|o: &String| o == name) {
                         out.push(name.to_string());
@@ -125,7 +138,9 @@ impl TryFrom<serde_json::Value> for LoraTargets {
                 }
                 Ok(LoraTargets::Modules(out))
             }
-            other => Err(format!("field `lora_targets` must be \"all-linear\", \"attention\" or an array of module names, found {other}")),
+            other => Err(format!(
+                "field `lora_targets` must be \"all-linear\", \"attention\" or an array of module names, found {other}"
+            )),
         }
     }
 }
@@ -171,9 +186,25 @@ pub struct LlmInference {
     /// vLLM: fraction of the GPU's memory it takes (default from the vLLM claim).
     #[serde(default)]
     pub gpu_memory_utilization: Option<f64>,
-    /// llama.cpp / Ollama: layers kept on the GPU (default: all).
+    /// llama.cpp / Ollama: `-ngl`, the layers on the GPU counting the output layer as one (N puts
+    /// the last N − 1 repeating layers and the output layer there; default: every layer).
     #[serde(default)]
     pub gpu_layers: Option<u32>,
+    /// llama.cpp / Ollama: `--n-cpu-moe`, MoE layers whose expert weights stay in system RAM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_moe_layers: Option<u32>,
+    /// llama.cpp: flash attention (`-fa`; default on, what `auto` picks on CUDA GPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flash_attention: Option<bool>,
+    /// llama.cpp: the micro-batch, `-ub` (default 512; Ollama picks its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ubatch: Option<u64>,
+    /// llama.cpp: `--swa-full`, sliding-window layers keep the whole context.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub swa_full: bool,
+    /// llama.cpp: run as `llama-server` (its compute buffer holds one row of logits per slot).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub server: bool,
     /// A forward pass that returns the logits of every position (perplexity, scoring) instead of
     /// generation.
     #[serde(default)]
@@ -349,10 +380,18 @@ impl Workload {
         let rest = serde_json::Value::Object(rest);
         let err = |e: serde_json::Error| format!("{kind} workload: {e}");
         match kind {
-            "llm-inference" => serde_json::from_value(rest).map(Workload::LlmInference).map_err(err),
-            "training" => serde_json::from_value(rest).map(Workload::Training).map_err(err),
-            "diffusion" => serde_json::from_value(rest).map(Workload::Diffusion).map_err(err),
-            other => Err(format!("unknown `kind` `{other}` (llm-inference, training or diffusion)")),
+            "llm-inference" => serde_json::from_value(rest)
+                .map(Workload::LlmInference)
+                .map_err(err),
+            "training" => serde_json::from_value(rest)
+                .map(Workload::Training)
+                .map_err(err),
+            "diffusion" => serde_json::from_value(rest)
+                .map(Workload::Diffusion)
+                .map_err(err),
+            other => Err(format!(
+                "unknown `kind` `{other}` (llm-inference, training or diffusion)"
+            )),
         }
     }
 
@@ -363,7 +402,9 @@ impl Workload {
             Workload::Diffusion(w) => ("diffusion", serde_json::to_value(w)),
         };
         let mut v = v.expect("workloads serialize");
-        v.as_object_mut().expect("object").insert("kind".into(), kind.into());
+        v.as_object_mut()
+            .expect("object")
+            .insert("kind".into(), kind.into());
         v
     }
 

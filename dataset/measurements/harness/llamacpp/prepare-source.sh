@@ -4,13 +4,11 @@
 # llama.cpp's complete tree (0.3.36 vendors commit 0c1e57098bba43ac29e6e3b677cdceebdd22334f).
 # Only what a CUDA build of the command-line tools needs is kept (about 25 MB, small enough to
 # travel to the device as a `carry` path): the CMake files, ggml with its CPU and CUDA backends,
-# the library, common, vendor and the tools without the web server.
+# the library, common, vendor, gguf-py (the writer write_gguf.py uses) and the tools, the server
+# without its web UI's sources (it builds without an embedded UI: LLAMA_USE_PREBUILT_UI=OFF).
 #
 # On the device (CUDA 13, 16 cores) the build took 4 min 24 s:
-#   cmake -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_SERVER=OFF \
-#     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF \
-#     -DCMAKE_BUILD_TYPE=Release
-#   cmake --build build -j 16 --target llama-completion llama-fit-params llama-quantize
+# (device.sh builds; it adds llama-server).
 set -euo pipefail
 VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 ROOT="$(cd "$(dirname "$0")/../../../.." && pwd)"
@@ -28,10 +26,14 @@ tar -xzf "$SDIST" -C "$WORK"
 SRC="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
 rm -rf "$OUT"
 mkdir -p "$OUT/tools"
-cp -r "$SRC"/{CMakeLists.txt,CMakePresets.json,LICENSE,cmake,ggml,src,common,include,vendor} "$OUT/"
+cp -r "$SRC"/{CMakeLists.txt,CMakePresets.json,LICENSE,cmake,ggml,src,common,include,vendor,gguf-py} "$OUT/"
 for d in "$SRC"/tools/*; do
-  case "$(basename "$d")" in ui|server|cli) ;; *) cp -r "$d" "$OUT/tools/" ;; esac
+  case "$(basename "$d")" in ui) ;; *) cp -r "$d" "$OUT/tools/" ;; esac
 done
+rm -rf "$OUT/tools/server/tests" "$OUT/tools/server/bench"
+mkdir -p "$OUT/tools/ui" "$OUT/scripts"
+cp "$SRC"/tools/ui/{CMakeLists.txt,ui.cpp.in,ui.h.in,sources.cmake} "$OUT/tools/ui/"
+cp "$SRC"/scripts/ui-assets.cmake "$OUT/scripts/"
 # Backends other than the CPU and CUDA ones are never built here.
 for b in virtgpu cann openvino webgpu et metal hexagon sycl vulkan opencl zdnn rpc; do
   rm -rf "$OUT/ggml/src/ggml-$b"
