@@ -123,8 +123,10 @@ mod tests {
 
     /// Keys whose text has nothing to translate in some languages: preset labels made of model,
     /// engine and format names, an arrow before a number, a verdict and a quotation.
-    const NEUTRAL: [&str; 8] = [
+    const NEUTRAL: [&str; 9] = [
         "lever.result",
+        // A feature's name that every language keeps in English.
+        "calc.flash_attention",
         "claim.cite_other",
         "preset.flux_fp8",
         "preset.llama8b_ollama",

@@ -1,6 +1,6 @@
 //! The calculator loads `data/calc-<lang>.json` (`Dataset::for_calculator` of the compact data:
-//! contradicted claims without their texts, no catalog sources, no topics, tools, related claims,
-//! seeds or guides). Whatever it leaves out, the fit engine must answer exactly as it does on the whole
+//! contradicted claims without their texts, statements only for the claims the engine can cite,
+//! no catalog sources, no topics, tools, related claims, seeds or guides). Whatever it leaves out, the fit engine must answer exactly as it does on the whole
 //! dataset: same breakdown, same cited claims, notes, verdicts, levers and plans, in every
 //! language, for every catalog model with each engine, format and kind of workload, the presets,
 //! the reference runs' workloads (own models included) and a few cards.
@@ -27,9 +27,10 @@ fn workloads(ds: &Dataset) -> Vec<Value> {
             out.push(json!({"kind": "diffusion", "model": m.id, "precision": precision, "width": 1024, "height": 1024, "batch": 1}));
         }
     }
-    for dir in ["dataset/measurements/reference", "dataset/measurements/capped"] {
+    for dir in ["dataset/measurements/reference", "dataset/measurements/capped", "dataset/measurements/llamacpp"] {
         for e in std::fs::read_dir(repo_root().join(dir)).unwrap().flatten() {
-            if e.path().extension().is_some_and(|x| x == "jsonl") {
+            // (files-*.jsonl beside the llama.cpp runs describe model files, not workloads)
+            if e.path().extension().is_some_and(|x| x == "jsonl") && !e.file_name().to_string_lossy().starts_with("files-") {
                 for line in std::fs::read_to_string(e.path()).unwrap().lines().filter(|l| !l.trim().is_empty()) {
                     let r: Value = serde_json::from_str(line).unwrap();
                     out.push(r["workload"].clone());
@@ -71,6 +72,13 @@ fn the_engine_answers_the_same_on_the_calculators_data_in_every_language() {
             let card = ["rtx-3060-12gb", "rtx-4090", "8", "80"][i % 4];
             let (a, b) = (answer(full, w, card), answer(&calc, w, card));
             assert!(a == b, "{}: {w} on {card} answers differently on calc-{}.json:\nfull: {a}\ncalc: {b}", lang.code(), lang.code());
+            // Every claim a term cites keeps its statement (the calculator shows it).
+            for t in b["breakdown"].as_array().into_iter().flatten() {
+                for id in t["claims"].as_array().unwrap() {
+                    let c = calc.claim(id.as_str().unwrap()).unwrap();
+                    assert!(c.verdict == Verdict::Contradicted || !c.statement.get(lang).is_empty(), "{}: {id} is cited but has no statement in calc-{}.json", lang.code(), lang.code());
+                }
+            }
         }
     }
 }

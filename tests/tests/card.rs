@@ -98,12 +98,19 @@ fn levers_are_valid_for_the_engine() {
                 match c.field.as_str() {
                     "weights" => assert!(gguf(c.value.as_str().unwrap()), "{engine} offered {}", l.lever),
                     "kv_cache" => assert!(["q8_0", "q4_0"].contains(&c.value.as_str().unwrap()), "{engine}: {}", l.lever),
-                    "context" | "batch" | "gpu_layers" => {}
+                    "context" | "batch" | "gpu_layers" | "ubatch" | "cpu_moe_layers" => {}
+                    "flash_attention" => assert_eq!(c.value, json!(true), "{engine}: {}", l.lever),
                     other => panic!("{engine}: unexpected lever field {other}"),
                 }
             }
         }
         assert!(f.levers.iter().any(|l| l.changes[0].field == "kv_cache"));
+        // With flash attention off, llama.cpp's levers turn it on, and a quantized cache comes with it.
+        let f = run_free(json!({"kind":"llm-inference","model":"qwen3-32b","weights":"Q8_0","context":32768,"engine":engine,"flash_attention":false}));
+        assert!(f.levers.iter().any(|l| l.changes.len() == 1 && l.changes[0].field == "flash_attention"), "{engine}");
+        for l in f.levers.iter().filter(|l| l.changes.iter().any(|c| c.field == "kv_cache")) {
+            assert!(l.changes.iter().any(|c| c.field == "flash_attention" && c.value == json!(true)), "{engine}: {}", l.lever);
+        }
     }
     let f = run_free(json!({"kind":"llm-inference","model":"qwen3-32b","weights":"bf16","context":32768,"engine":"vllm"}));
     for l in &f.levers {

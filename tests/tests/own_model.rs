@@ -178,7 +178,12 @@ fn model_files_are_read_header_first_by_parsers_loaded_on_demand() {
     let w = json!({"kind": "llm-inference", "model": d.model.clone().unwrap(), "weights": d.weights_format.clone().unwrap(), "context": 4096, "engine": "ollama"});
     let want = engine(w);
     wait_peak(&b, want.peak_bytes);
-    assert_eq!(want.breakdown.iter().find(|t| t.term == "weights").unwrap().bytes, f.weight_bytes.unwrap());
+    // The file's exact bytes, split as llama.cpp splits them: the token embedding stays in
+    // system RAM (a tied output keeps a copy on the GPU).
+    let on_gpu = want.breakdown.iter().find(|t| t.term == "weights").unwrap().bytes as f64;
+    let ram: f64 = want.notes.iter().find(|n| n.id == "system-ram").and_then(|n| n.values.get("bytes")).map(|v| v.parse().unwrap()).unwrap_or(0.0);
+    let tied = want.architecture.as_ref().unwrap().tied_embeddings;
+    assert!((on_gpu + if tied { 0.0 } else { ram } - f.weight_bytes.unwrap() as f64).abs() <= 2.0);
     assert_eq!(b.js("return document.getElementById('c-weights').value"), d.weights_format.unwrap().as_str());
     assert!(b.text("#own-file").unwrap().contains(&headroom_site::fmt::gib(f.weight_bytes.unwrap() as f64, Lang::Es)));
 
@@ -350,4 +355,46 @@ fn the_panel_reads_on_a_phone() {
     let dir = repo_root().join("target/screenshots");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("own-model-phone.png"), shot).unwrap();
+}
+
+#[test]
+fn llamacpp_settings_are_asked_and_change_the_peak_as_the_engine_does() {
+    let tmp = TempDir::new("llamacpp-controls");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let ds = &loaded().dataset;
+    let mut w = json!({"kind": "llm-inference", "model": "llama-3.1-8b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 32768, "batch": 1, "engine": "llama.cpp"});
+    b.goto(&calc_url(&server, Lang::It, "?kind=llm-inference&model=llama-3.1-8b&weights=Q4_K_M&kv_cache=fp16&context=32768&batch=1&engine=llama.cpp"));
+    wait_app(&b);
+    wait_peak(&b, engine(w.clone()).peak_bytes);
+    // The placeholders are llama.cpp's defaults: every layer (-ngl counts the output layer) and
+    // the micro-batch of the claim.
+    assert_eq!(b.js("return document.getElementById('c-gpu_layers').placeholder"), "33");
+    let ub = ds.claim("fit-llamacpp-ubatch").unwrap().value.as_ref().unwrap().number.unwrap();
+    assert_eq!(b.js("return document.getElementById('c-ubatch').placeholder"), ub.to_string().as_str());
+    assert_eq!(b.js("return document.getElementById('c-flash_attention').value"), "true");
+    assert_eq!(t(Lang::It, k::CALC_FLASH_ATTENTION), b.js("return document.querySelector(\"label[for='c-flash_attention']\").innerText").as_str().unwrap());
+    // Flash attention off: the attention scores and their copy come back, as the engine says.
+    b.js("const s = document.getElementById('c-flash_attention'); s.value = 'false'; s.dispatchEvent(new Event('change', {bubbles: true})); return 1");
+    w["flash_attention"] = json!(false);
+    let off = engine(w.clone()).peak_bytes;
+    wait_peak(&b, off);
+    assert!(b.current_url().contains("flash_attention=false"));
+    // A larger micro-batch grows the compute buffer.
+    b.js("const i = document.getElementById('c-ubatch'); i.value = '2048'; i.dispatchEvent(new Event('input', {bubbles: true})); return 1");
+    w["ubatch"] = json!(2048);
+    let big = engine(w.clone()).peak_bytes;
+    assert!(big > off);
+    wait_peak(&b, big);
+    // No --n-cpu-moe for a dense model; an MoE model asks for it.
+    assert_eq!(b.js("return document.getElementById('c-cpu_moe_layers') === null"), true);
+    b.goto(&calc_url(&server, Lang::It, "?kind=llm-inference&model=qwen3-30b-a3b&weights=Q4_K_M&context=8192&engine=ollama"));
+    wait_app(&b);
+    b.wait_js("return !!document.getElementById('c-cpu_moe_layers')");
+    // Ollama's micro-batch for 8192 tokens is its automatic choice, not llama.cpp's default.
+    let ollama = headroom_core::fit::llamacpp::ollama_batch(ds, 8192).unwrap();
+    assert_eq!(b.js("return document.getElementById('c-ubatch').placeholder"), ollama.to_string().as_str());
+    b.js("const i = document.getElementById('c-cpu_moe_layers'); i.value = '48'; i.dispatchEvent(new Event('input', {bubbles: true})); return 1");
+    let moe = json!({"kind": "llm-inference", "model": "qwen3-30b-a3b", "weights": "Q4_K_M", "context": 8192, "engine": "ollama", "cpu_moe_layers": 48});
+    wait_peak(&b, engine(moe).peak_bytes);
 }

@@ -429,6 +429,12 @@ impl Dataset {
             }
             // The engine reads only the expressions over a model's components.
             c.sources.retain(|s| s.compute.as_deref().is_some_and(|e| e.contains("params(")));
+            // The calculator shows the statements of the claims its terms cite: those the engine
+            // names, and the derivations it looks up. The others keep id, verdict and value.
+            if c.sources.is_empty() && !crate::fit::engine_names_claim(&c.id) {
+                c.statement = Text::default();
+                c.correction = None;
+            }
             c.topic.clear();
             c.tools.clear();
             c.related.clear();

@@ -320,11 +320,37 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
                     "0.01",
                 )),
                 "llama.cpp" | "ollama" => {
-                    let layers = ds
-                        .llm(&get("model"))
-                        .map(|m| (m.layers + 1).to_string())
-                        .unwrap_or_default();
-                    c.push(Ctl::NumberOr("gpu_layers", k::CALC_GPU_LAYERS, "1", layers))
+                    let m = ds.llm(&get("model"));
+                    // -ngl counts the output layer: the placeholder is "every layer".
+                    let layers = m.map(|m| (m.layers + 1).to_string()).unwrap_or_default();
+                    c.push(Ctl::NumberOr("gpu_layers", k::CALC_GPU_LAYERS, "1", layers));
+                    c.push(Ctl::Select(
+                        "flash_attention",
+                        k::CALC_FLASH_ATTENTION,
+                        keyed(
+                            lang,
+                            &[("true", k::CALC_FLASH_ATTENTION_ON), ("false", k::CALC_FLASH_ATTENTION_OFF)],
+                        ),
+                    ));
+                    // The micro-batch llama.cpp takes by default, or the one Ollama picks for this context.
+                    let tokens = get("context").parse::<u64>().unwrap_or(0)
+                        * get("batch").parse::<u64>().unwrap_or(1).max(1);
+                    let ub = if get("engine") == "ollama" {
+                        headroom_core::fit::llamacpp::ollama_batch(ds, tokens).ok()
+                    } else {
+                        ds.claim("fit-llamacpp-ubatch")
+                            .and_then(|c| c.value.as_ref())
+                            .and_then(|v| v.number)
+                    };
+                    c.push(Ctl::NumberOr(
+                        "ubatch",
+                        k::CALC_UBATCH,
+                        "1",
+                        ub.map(|u| u.to_string()).unwrap_or_default(),
+                    ));
+                    if m.is_some_and(|m| m.is_moe()) {
+                        c.push(Ctl::NumberOr("cpu_moe_layers", k::CALC_CPU_MOE_LAYERS, "1", "0".into()));
+                    }
                 }
                 _ => c.push(Ctl::Check("all_logits", k::CALC_ALL_LOGITS)),
             }
@@ -419,7 +445,13 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
                             return;
                         }
                     }
-                    let value = if v.is_empty() { Value::Null } else { v.parse::<u64>().ok().filter(|_| field == "zero").map(|n| json!(n)).unwrap_or(Value::String(v)) };
+                    let value = if v.is_empty() {
+                        Value::Null
+                    } else if v == "true" || v == "false" {
+                        json!(v == "true")
+                    } else {
+                        v.parse::<u64>().ok().filter(|_| field == "zero").map(|n| json!(n)).unwrap_or(Value::String(v))
+                    };
                     state.update(|s| set_field(&ds2, s, field, value));
                 }>
                     {options.into_iter().map(|(v, l)| view! { <option value=v>{l}</option> }).collect_view()}
@@ -603,6 +635,9 @@ fn change_label(
             &[("value", &n()), ("of", &of_layers())],
         ),
         "gpu_memory_utilization" => fmt(lang, k::LEVER_GPU_MEMORY_UTILIZATION, &[("value", &n())]),
+        "flash_attention" => t(lang, k::LEVER_FLASH_ATTENTION).to_string(),
+        "ubatch" => fmt(lang, k::LEVER_UBATCH, &[("value", &n())]),
+        "cpu_moe_layers" => fmt(lang, k::LEVER_CPU_MOE_LAYERS, &[("value", &n()), ("of", &of_layers())]),
         "optimizer" => t(lang, k::LEVER_OPTIMIZER).to_string(),
         "gradient_checkpointing" => t(lang, k::LEVER_GRADIENT_CHECKPOINTING).to_string(),
         "lora_targets" => t(lang, k::LEVER_LORA_TARGETS).to_string(),

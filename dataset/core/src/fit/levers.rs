@@ -166,6 +166,8 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 // transformers' quantized caches are a different class (not the `kv_cache` format).
                 Engine::Transformers => &[],
             };
+            let llamacpp = matches!(l.engine, Engine::LlamaCpp | Engine::Ollama);
+            let fa_off = llamacpp && l.flash_attention == Some(false);
             let cur_kv = ds
                 .quant(&l.kv_cache)
                 .map(|q| q.bytes_per_weight())
@@ -174,13 +176,78 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 .iter()
                 .filter(|(f, _, _)| ds.quant(f).is_some_and(|q| q.bytes_per_weight() < cur_kv))
                 .map(|(f, r, claims)| {
-                    step(vec![("kv_cache", json!(f))], *r, "quality", claims.to_vec())
+                    let mut changes = vec![("kv_cache", json!(f))];
+                    let mut claims = claims.to_vec();
+                    if fa_off {
+                        // llama.cpp keeps a quantized cache only with flash attention on.
+                        changes.push(("flash_attention", json!(true)));
+                        claims.push("llamacpp-quantized-v-cache-needs-flash-attention");
+                    }
+                    step(changes, *r, "quality", claims)
                 })
                 .collect();
             dims.push(Dimension {
                 steps: kv,
                 refine: None,
             });
+            if fa_off {
+                // Flash attention never materialises the attention scores (nor their f16 copy).
+                dims.push(Dimension {
+                    steps: vec![step(
+                        vec![("flash_attention", json!(true))],
+                        1,
+                        "capability",
+                        vec!["fit-llamacpp-compute-buffer", "fit-llamacpp-no-fa-pool"],
+                    )],
+                    refine: None,
+                });
+            }
+            if llamacpp {
+                // A smaller micro-batch shrinks the compute buffer; prompts are processed slower.
+                let ub = l.ubatch.unwrap_or(claim_number(ds, "fit-llamacpp-ubatch")? as u64);
+                let steps = halvings(ub, 128)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, u)| {
+                        step(
+                            vec![("ubatch", json!(u))],
+                            3 + 2 * i as u32,
+                            "speed",
+                            vec!["fit-llamacpp-compute-buffer", "fit-llamacpp-ubatch"],
+                        )
+                    })
+                    .collect();
+                dims.push(Dimension {
+                    steps,
+                    refine: None,
+                });
+            }
+            if llamacpp && m.is_moe() {
+                // Experts of the first N layers in system RAM: the rest of the model stays on the GPU.
+                let layers = m.layers;
+                let now = l.cpu_moe_layers.unwrap_or(0).min(layers);
+                let steps = [(1u32, 4u32, 5u32), (1, 2, 7), (1, 1, 9)]
+                    .iter()
+                    .map(|(num, den, rank)| (layers * num / den, *rank))
+                    .filter(|(n, _)| *n > now)
+                    .map(|(n, r)| {
+                        step(
+                            vec![("cpu_moe_layers", json!(n))],
+                            r,
+                            "speed",
+                            vec!["llamacpp-cpu-moe-flags", "llamacpp-gpu-layers-placement"],
+                        )
+                    })
+                    .collect();
+                dims.push(Dimension {
+                    steps,
+                    refine: Some(Refine {
+                        field: "cpu_moe_layers",
+                        from: now as u64,
+                        grain: 1,
+                    }),
+                });
+            }
             if l.engine == Engine::Vllm
                 && l.gpu_memory_utilization
                     .unwrap_or(claim_number(ds, "fit-vllm-default-utilization")?)
@@ -598,6 +665,9 @@ fn set(w: &mut Workload, field: &str, v: &Value) {
             "context" => l.context = n(),
             "batch" => l.batch = n(),
             "gpu_layers" => l.gpu_layers = Some(n() as u32),
+            "cpu_moe_layers" => l.cpu_moe_layers = Some(n() as u32),
+            "ubatch" => l.ubatch = Some(n()),
+            "flash_attention" => l.flash_attention = v.as_bool(),
             "gpu_memory_utilization" => l.gpu_memory_utilization = v.as_f64(),
             _ => {}
         },

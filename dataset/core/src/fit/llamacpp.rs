@@ -494,11 +494,9 @@ pub(crate) fn breakdown(
     } else {
         n_kv * ub * (m.heads as f64 + 1.0) * 4.0 + activations
     };
-    let compute = if gpu_repeating > 0 || gpu_layers >= 1 {
-        logits.max(mlp).max(attention)
-    } else {
-        0.0
-    };
+    // With every layer on the host the CUDA backend still runs large prompt batches (the weights
+    // copied in): its compute buffer stays.
+    let compute = logits.max(mlp).max(attention);
     b.add(
         "compute-buffer",
         compute,
@@ -552,7 +550,7 @@ fn embed_bytes(m: &Llm, ts: &[Tensor], types: Option<&[GgmlType]>, wq: &Quant) -
 
 /// Ollama's automatic batch (`server/sched.go`, v0.32.15): 2048 above 32k tokens of context,
 /// 1024 above 4k, else 512 (the memory check that can lower it is not modelled).
-pub(crate) fn ollama_batch(ds: &Dataset, context: u64) -> Result<f64, String> {
+pub fn ollama_batch(ds: &Dataset, context: u64) -> Result<f64, String> {
     let base = claim_number(ds, "fit-llamacpp-ubatch")?;
     Ok(if context > 32768 {
         4.0 * base

@@ -440,3 +440,25 @@ pub fn parse_input(text: &str) -> Result<Vec<Workload>, String> {
         other => Ok(vec![Workload::from_value(&other)?]),
     }
 }
+
+/// The engine's own source: every claim it can cite in a breakdown term is a string literal in
+/// one of these files (or a derivation it looks up), which is how the calculator's data knows
+/// which statements the calculator can show (`Dataset::for_calculator`).
+const ENGINE_SOURCE: [&str; 10] = [
+    include_str!("accuracy.rs"),
+    include_str!("diffusion.rs"),
+    include_str!("levers.rs"),
+    include_str!("llamacpp.rs"),
+    include_str!("llm.rs"),
+    include_str!("mod.rs"),
+    include_str!("query.rs"),
+    include_str!("search.rs"),
+    include_str!("training.rs"),
+    include_str!("workload.rs"),
+];
+
+/// Whether the engine's source names this claim id (as a string literal).
+pub fn engine_names_claim(id: &str) -> bool {
+    let quoted = format!("\"{id}\"");
+    ENGINE_SOURCE.iter().any(|s| s.contains(&quoted))
+}
