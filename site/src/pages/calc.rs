@@ -333,10 +333,11 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
                         ),
                     ));
                     // The micro-batch llama.cpp takes by default, or the one Ollama picks for this context.
-                    let tokens = get("context").parse::<u64>().unwrap_or(0)
-                        * get("batch").parse::<u64>().unwrap_or(1).max(1);
+                    let num = |f: &str| s.get(f).and_then(|v| v.as_u64());
+                    let tokens = num("context").unwrap_or(0) * num("batch").unwrap_or(1).max(1);
+                    let fa_off = s.get("flash_attention").and_then(|v| v.as_bool()) == Some(false);
                     let ub = if get("engine") == "ollama" {
-                        headroom_core::fit::llamacpp::ollama_batch(ds, tokens).ok()
+                        headroom_core::fit::llamacpp::ollama_batch(ds, tokens, fa_off).ok()
                     } else {
                         ds.claim("fit-llamacpp-ubatch")
                             .and_then(|c| c.value.as_ref())

@@ -390,7 +390,7 @@ pub(crate) fn breakdown(
     let ubatch = match l.ubatch {
         Some(0) => return Err(crate::messages::say("at-least-one", &[("field", "ubatch")])),
         Some(u) => u as f64,
-        None if ollama => ollama_batch(ds, l.context * l.batch)?,
+        None if ollama => ollama_batch(ds, l.context * l.batch, l.flash_attention == Some(false))?,
         None => claim_number(ds, "fit-llamacpp-ubatch")?,
     };
     let fa = l.flash_attention.unwrap_or(true);
@@ -549,10 +549,13 @@ fn embed_bytes(m: &Llm, ts: &[Tensor], types: Option<&[GgmlType]>, wq: &Quant) -
 }
 
 /// Ollama's automatic batch (`server/sched.go`, v0.32.15): 2048 above 32k tokens of context,
-/// 1024 above 4k, else 512 (the memory check that can lower it is not modelled).
-pub fn ollama_batch(ds: &Dataset, context: u64) -> Result<f64, String> {
+/// 1024 above 4k, else 512; with flash attention off, 512 (256 on cards of 8 GiB or less above 4k
+/// tokens, and the memory check that can lower the batch, are not modelled).
+pub fn ollama_batch(ds: &Dataset, context: u64, flash_attention_off: bool) -> Result<f64, String> {
     let base = claim_number(ds, "fit-llamacpp-ubatch")?;
-    Ok(if context > 32768 {
+    Ok(if flash_attention_off {
+        base
+    } else if context > 32768 {
         4.0 * base
     } else if context > 4096 {
         2.0 * base
