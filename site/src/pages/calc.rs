@@ -421,6 +421,7 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
     match ctl {
         Ctl::Select(field, label, options) => {
             let id = format!("c-{field}");
+            let first = options.first().map(|o| o.0.clone()).unwrap_or_default();
             let ds2 = ds.clone();
             let open = use_context::<OwnOpen>();
             let current = move || {
@@ -431,7 +432,8 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
                 match state.with(|s| s.get(field).cloned()) {
                     Some(Value::String(s)) => s,
                     Some(v) if !v.is_null() => v.to_string(),
-                    _ => String::new(),
+                    // Unset: the first option is the default (flash attention on).
+                    _ => first.clone(),
                 }
             };
             view! {
