@@ -440,16 +440,16 @@ pub(crate) fn breakdown(
     b.add("weights", gpu_w, &wclaims);
     // KV cache: the layers on the GPU keep theirs there.
     let (cells, swa_cells) = kv_cells(m, l.context, l.batch, s.ubatch, l.swa_full, swa_arch(m));
-    let row = |ty: &Quant| (m.kv_heads as f64 * m.head_dim as f64) * ty.bytes_per_weight();
-    let kv_row = row(kvq);
+    // K and V elements of one token in one layer (MLA: the compressed latent and rotary key).
+    let per_token = m.kv_elements_per_layer_token() as f64 * kvq.bytes_per_weight();
     let sliding = if swa_arch(m) {
         m.sliding().map(|x| x.0).unwrap_or(0)
     } else {
         0
     };
     let gpu_repeating = gpu_layers.saturating_sub(1).min(layers);
-    let per_layer_global = 2.0 * kv_row * cells as f64;
-    let per_layer_swa = 2.0 * kv_row * swa_cells as f64;
+    let per_layer_global = per_token * cells as f64;
+    let per_layer_swa = per_token * swa_cells as f64;
     // Sliding layers alternate with global ones; on a partial offload count them in proportion.
     let swa_share = sliding as f64 / layers as f64;
     let kv_gpu =
@@ -469,7 +469,7 @@ pub(crate) fn breakdown(
     let ub = ubatch;
     let h = m.hidden as f64;
     let q = m.heads as f64 * m.head_dim as f64;
-    let kv_dim = m.kv_heads as f64 * m.head_dim as f64;
+    let kv_elems = m.kv_elements_per_layer_token() as f64;
     let n_kv = cells as f64;
     let logits = if gpu_layers >= 1 {
         s.output_rows as f64 * (m.vocab as f64 + h) * 4.0
@@ -486,7 +486,7 @@ pub(crate) fn breakdown(
     let attention = if fa {
         n_kv * ub * 2.0
             + if kv_quantized {
-                2.0 * n_kv * kv_dim * 2.0
+                n_kv * kv_elems * 2.0
             } else {
                 0.0
             }
