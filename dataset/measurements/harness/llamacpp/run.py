@@ -6,7 +6,8 @@ with the build's own `llama-quantize`; llama.cpp's estimate (`llama-fit-params -
 then a real run (`llama-completion`, or `llama-server` with parallel slots) whose prompt fills the
 context, while a thread samples the device's used memory through NVML every 2 ms. Each case is one
 JSON line: the workload in `dataset fit` form, the peak used memory minus the level before the run,
-the buffers llama.cpp reports (model, KV, compute per device), its estimate, and the environment.
+llama.cpp's own breakdown and estimate per device (model, context, compute, from `--fit-print`), and
+the environment.
 Each model file is also described once (every tensor's name, type and bytes) in the files output.
 
     python3 run.py --list
@@ -210,9 +211,6 @@ def drop_sources(args, done_model):
 # Runs.
 # --------------------------------------------------------------------------------------------
 
-BUF = re.compile(r"(\S+) (model|KV|compute) buffer size =\s*([\d.]+) MiB")
-
-
 def common_args(c, path):
     fa = {True: "on", False: "off", "auto": "auto"}[c["fa"]]
     a = ["-m", path, "-c", str(c["context"] * c["slots"]), "-fa", fa,
@@ -239,14 +237,6 @@ def prompt_text(chars, seed):
         words.append(w)
         n += len(w) + 1
     return " ".join(words)[:chars]
-
-
-def buffers(log):
-    out = {}
-    for dev, kind, mib in BUF.findall(log):
-        key = f"{dev} {kind}"
-        out[key] = round(out.get(key, 0.0) + float(mib), 2)
-    return out
 
 
 def fit_print(args, c, path):
@@ -390,7 +380,6 @@ def main():
             rec.update(r)
             rec["idle_used"] = idle
             rec["peak_minus_idle"] = r["peak"] - idle
-            rec["buffers_mib"] = buffers(log)
             rec["args"] = common_args(c, os.path.basename(path))
             if not r["ok"]:
                 rec["log_tail"] = log[-3000:]
