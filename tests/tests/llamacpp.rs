@@ -108,3 +108,41 @@ fn file_schemes_match_llama_quantize_tensor_by_tensor_type() {
     }
     assert!(checked >= 10, "{checked} files");
 }
+
+/// The acceptance cases, held out of calibration: Llama 3.1 8B Q4_K_M at 8k, 32k and 128k, with
+/// llama.cpp's defaults and as Ollama starts it, run fresh on the device after the engine was
+/// fitted (run.py --group heldout). The workloads are what a calculator user enters (llama.cpp's
+/// default micro-batch and flash attention, Ollama's own batch left to the engine) and are answered
+/// from the data the calculator loads.
+#[test]
+fn held_out_8b_answers_match_a_fresh_run_on_the_device() {
+    let text = std::fs::read_to_string(dir().join("h200-llamacpp-heldout-0c1e570.jsonl")).unwrap();
+    let refs = parse_llama_references(&text).unwrap();
+    let calculator = loaded().dataset.for_calculator();
+    let rows = llama_accuracy(&calculator, &refs).unwrap();
+    const MIB: f64 = 1024.0 * 1024.0;
+    let mut seen = Vec::new();
+    for r in &rows {
+        assert!(
+            r.within_tolerance,
+            "{}: the calculator says {:.0} MiB, the run measured {:.0} MiB ({:+.0} MiB)",
+            r.id,
+            r.predicted as f64 / MIB,
+            r.measured as f64 / MIB,
+            r.error_bytes as f64 / MIB
+        );
+        seen.push(r.id.clone());
+    }
+    for engine in ["faauto-kvf16-ub512-fresh", "server-ollama-fresh"] {
+        for ctx in ["c8192", "c32768", "c131072"] {
+            assert!(
+                seen.iter().any(|i| i.contains(ctx) && i.ends_with(engine) && i.starts_with("llama-3.1-8b-Q4_K_M")),
+                "no successful held-out run {ctx} {engine} (runs: {seen:?})"
+            );
+        }
+    }
+    // The held-out workloads leave the batch to the engine.
+    for r in &refs {
+        assert!(r.workload.get("ubatch").is_none(), "{}: held-out workload names its ubatch", r.id);
+    }
+}

@@ -19,11 +19,16 @@ fn bench(c: &mut Criterion) {
     let workloads = parse_input(
         r#"[{"kind":"llm-inference","model":"llama-3.1-8b","weights":"bf16","kv_cache":"bf16","context":32768,"batch":1,"engine":"transformers"},
             {"kind":"training","model":"llama-3.2-1b","method":"lora","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true,"lora_rank":16},
+            {"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","context":8192,"engine":"ollama"},
             {"kind":"diffusion","model":"flux.1-dev","precision":"bf16","width":1024,"height":1024,"batch":1}]"#,
     )
     .unwrap();
     for w in &workloads {
-        let kind = w.to_value()["kind"].as_str().unwrap().to_string();
+        let v = w.to_value();
+        let kind = match v["engine"].as_str() {
+            Some(e) => format!("{} ({e})", v["kind"].as_str().unwrap()),
+            None => v["kind"].as_str().unwrap().to_string(),
+        };
         c.bench_function(&format!("one fit: {kind}"), |b| b.iter(|| fit(&ds, std::hint::black_box(w)).unwrap()));
     }
     // vLLM's answer depends on the card's memory; a GPU table evaluates it once per catalog GPU.

@@ -632,10 +632,20 @@ fn change_label(
         "context" => fmt(lang, k::LEVER_CONTEXT, &[("value", &n())]),
         "batch" => fmt(lang, k::LEVER_BATCH, &[("value", &n())]),
         "seq" => fmt(lang, k::LEVER_SEQ, &[("value", &n())]),
+        // -ngl counts the output layer as one: "33 of 33" is every layer of a 32-layer model.
         "gpu_layers" => fmt(
             lang,
             k::LEVER_GPU_LAYERS,
-            &[("value", &n()), ("of", &of_layers())],
+            &[
+                ("value", &n()),
+                (
+                    "of",
+                    &f.architecture
+                        .as_ref()
+                        .map(|a| (a.layers + 1).to_string())
+                        .unwrap_or_default(),
+                ),
+            ],
         ),
         "gpu_memory_utilization" => fmt(lang, k::LEVER_GPU_MEMORY_UTILIZATION, &[("value", &n())]),
         "flash_attention" => t(lang, k::LEVER_FLASH_ATTENTION).to_string(),

@@ -131,6 +131,7 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
     let act_bytes = if compute_fmt == "fp32" { 4.0 } else { 2.0 };
 
     let mut b = Breakdown::new();
+    b.quiet = !cite;
     if let Some(f) = d.file.as_ref().filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == den_fmt.id)) {
         b.note("checkpoint-weights", &[("bytes", f.bytes.to_string())], "denoiser weights: the {bytes} bytes of the checkpoint's tensors");
     }

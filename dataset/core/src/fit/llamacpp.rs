@@ -16,8 +16,8 @@
 //! Constants come from claims; dataset/measurements/llamacpp/ holds the runs that check them.
 
 use super::*;
-use crate::Llm;
 use crate::modelfile::GgmlType;
+use crate::Llm;
 
 /// One tensor of the file: what `llama-quantize` sees.
 #[derive(Clone, Debug)]
@@ -304,40 +304,110 @@ pub(crate) struct Setup {
     pub output_rows: u64,
 }
 
-/// Where the weights live: (GPU bytes, host bytes).
-pub(crate) fn weight_placement(
-    m: &Llm,
-    ts: &[Tensor],
-    types: Option<&[GgmlType]>,
-    avg_bytes: f64,
-    s: &Setup,
-) -> (f64, f64) {
-    let n = m.layers as i64;
-    let first_gpu = n + 1 - s.gpu_layers as i64;
-    let output_on_gpu = s.gpu_layers >= 1;
-    let (mut gpu, mut host) = (0.0, 0.0);
+/// A model file's bytes as placement needs them: the token embedding, the tensors outside the
+/// repeating layers (output, final norm), and each layer's dense and expert bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Layout {
+    pub embd: f64,
+    pub outside: f64,
+    pub layers: Vec<(f64, f64)>,
+    /// Whether the scheme is modelled tensor by tensor (else the scheme's average bits).
+    pub per_tensor: bool,
+}
+
+/// The layout of `m` in file scheme `scheme` (`avg_bytes` per weight where the scheme is not
+/// modelled tensor by tensor). The calculator asks for the same model and scheme many times per
+/// keystroke (every lever, every step of the plan search), so the last few layouts are kept: the
+/// key is every architecture value the tensor list and the type rules read.
+pub(crate) fn layout(m: &Llm, scheme: &str, avg_bytes: f64) -> std::rc::Rc<Layout> {
+    type Key = ([u64; 13], String, u64);
+    thread_local! {
+        static CACHE: std::cell::RefCell<Vec<(Key, std::rc::Rc<Layout>)>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let key: Key = (
+        [
+            m.hidden as u64,
+            m.heads as u64,
+            m.kv_heads as u64,
+            m.head_dim as u64,
+            m.layers as u64,
+            m.vocab as u64,
+            m.intermediate as u64,
+            m.params,
+            m.experts.unwrap_or(0) as u64,
+            m.moe_intermediate.map_or(u64::MAX, |x| x as u64),
+            m.shared_experts.unwrap_or(0) as u64,
+            m.dense_layers.unwrap_or(0) as u64,
+            m.tied_embeddings as u64,
+        ],
+        scheme.to_ascii_uppercase(),
+        avg_bytes.to_bits(),
+    );
+    if let Some(hit) = CACHE.with(|c| {
+        c.borrow()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, l)| l.clone())
+    }) {
+        return hit;
+    }
+    let ts = tensors(m);
+    let types = tensor_types(m, &ts, scheme);
+    let mut out = Layout {
+        embd: 0.0,
+        outside: 0.0,
+        layers: vec![(0.0, 0.0); m.layers as usize],
+        per_tensor: types.is_some(),
+    };
     for (i, t) in ts.iter().enumerate() {
-        let b = match types {
+        let b = match &types {
             Some(ty) => bytes(t, ty[i]),
             None if t.cat == Cat::Small => t.elems as f64 * 4.0,
             None => t.elems as f64 * avg_bytes,
         };
-        let on_gpu = match (t.cat, t.layer) {
-            (Cat::TokenEmbd, _) => {
-                host += b;
-                // A tied output is a copy of the embedding in the output layer's buffer.
-                if m.tied_embeddings && output_on_gpu {
-                    gpu += b;
-                }
-                continue;
+        match (t.cat, t.layer) {
+            (Cat::TokenEmbd, _) => out.embd += b,
+            (_, None) => out.outside += b,
+            (_, Some(l)) if t.expert => out.layers[l as usize].1 += b,
+            (_, Some(l)) => out.layers[l as usize].0 += b,
+        }
+    }
+    let out = std::rc::Rc::new(out);
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= 8 {
+            c.remove(0);
+        }
+        c.push((key, out.clone()));
+    });
+    out
+}
+
+/// Where the weights live: (GPU bytes, host bytes).
+pub(crate) fn weight_placement(m: &Llm, w: &Layout, s: &Setup) -> (f64, f64) {
+    let n = m.layers as i64;
+    let first_gpu = n + 1 - s.gpu_layers as i64;
+    let output_on_gpu = s.gpu_layers >= 1;
+    // The embedding stays on the host; a tied output is a copy of it in the output layer's buffer.
+    let (mut gpu, mut host) = (0.0, w.embd);
+    if m.tied_embeddings && output_on_gpu {
+        gpu += w.embd;
+    }
+    if output_on_gpu {
+        gpu += w.outside;
+    } else {
+        host += w.outside;
+    }
+    for (l, &(dense, expert)) in w.layers.iter().enumerate() {
+        if (l as i64) >= first_gpu {
+            gpu += dense;
+            if (l as u32) < s.cpu_moe_layers {
+                host += expert;
+            } else {
+                gpu += expert;
             }
-            (_, None) => output_on_gpu,
-            (_, Some(l)) => (l as i64) >= first_gpu && !(t.expert && l < s.cpu_moe_layers),
-        };
-        if on_gpu {
-            gpu += b;
         } else {
-            host += b;
+            host += dense + expert;
         }
     }
     (gpu, host)
@@ -412,16 +482,14 @@ pub(crate) fn breakdown(
         },
     };
     // Weights: tensor by tensor where the scheme is modelled, else the scheme's average bits.
-    let ts = tensors(m);
-    let types = tensor_types(m, &ts, &wq.id);
-    let (mut gpu_w, mut host_w) =
-        weight_placement(m, &ts, types.as_deref(), wq.bytes_per_weight(), &s);
+    let w = layout(m, &wq.id, wq.bytes_per_weight());
+    let (mut gpu_w, mut host_w) = weight_placement(m, &w, &s);
     if let Some(f) = file {
         // The user's file: its exact bytes, split as the modelled tensors split.
         let scale = f.bytes as f64
             / (gpu_w + host_w
                 - if m.tied_embeddings && gpu_layers >= 1 {
-                    embed_bytes(m, &ts, types.as_deref(), wq)
+                    embed_bytes(m, &w)
                 } else {
                     0.0
                 });
@@ -432,7 +500,7 @@ pub(crate) fn breakdown(
         "llamacpp-token-embedding-on-host",
         "llamacpp-gpu-layers-placement",
     ];
-    if types.is_some() {
+    if w.per_tensor {
         wclaims.push("llamacpp-quantize-tensor-types");
     } else {
         wclaims.extend(super::llm::weight_claims(wq));
@@ -483,20 +551,23 @@ pub(crate) fn breakdown(
     };
     let mlp = ub * 4.0 * 4.0 * ff;
     let activations = ub * 4.0 * (2.0 * q + 2.0 * h);
+    // The attention mask is a graph input (f16 for flash attention, f32 without): it stays
+    // allocated from the first layer's attention to the last, so every layer's MLP working set
+    // comes on top of it.
+    let mask = n_kv * ub * if fa { 2.0 } else { 4.0 };
     let attention = if fa {
-        n_kv * ub * 2.0
+        activations
             + if kv_quantized {
                 n_kv * kv_elems * 2.0
             } else {
                 0.0
             }
-            + activations
     } else {
-        n_kv * ub * (m.heads as f64 + 1.0) * 4.0 + activations
+        n_kv * ub * m.heads as f64 * 4.0 + activations
     };
     // With every layer on the host the CUDA backend still runs large prompt batches (the weights
     // copied in): its compute buffer stays.
-    let compute = logits.max(mlp).max(attention);
+    let compute = logits.max(mask + mlp.max(attention));
     b.add(
         "compute-buffer",
         compute,
@@ -540,12 +611,8 @@ pub(crate) fn breakdown(
 }
 
 /// Bytes of the token embedding (what a tied output copies to the GPU).
-fn embed_bytes(m: &Llm, ts: &[Tensor], types: Option<&[GgmlType]>, wq: &Quant) -> f64 {
-    match types {
-        Some(ty) => bytes(&ts[0], ty[0]),
-        None => ts[0].elems as f64 * wq.bytes_per_weight(),
-    }
-    .min(m.vocab as f64 * m.hidden as f64 * 4.0)
+fn embed_bytes(m: &Llm, w: &Layout) -> f64 {
+    w.embd.min(m.vocab as f64 * m.hidden as f64 * 4.0)
 }
 
 /// Ollama's automatic batch (`server/sched.go`, v0.32.15): 2048 above 32k tokens of context,

@@ -145,6 +145,15 @@ pub(crate) fn prefill_elements_per_token(m: &Llm) -> f64 {
 }
 
 pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, String> {
+    breakdown_with(ds, l, true)
+}
+
+/// The breakdown; without `notes` only the terms (the searches over the engine need the peak).
+pub(crate) fn breakdown_with(
+    ds: &Dataset,
+    l: &LlmInference,
+    notes: bool,
+) -> Result<Breakdown, String> {
     let (m, origin) = model(ds, &l.model)?;
     let m: &Llm = &m;
     let wq = quant(ds, &l.weights, "weights")?;
@@ -173,6 +182,7 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
         ));
     }
     let mut b = Breakdown::new();
+    b.quiet = !notes;
     b.arch = Some(summary(m, origin));
     let tokens = (l.context * l.batch) as f64;
     let ubatch = claim_number(ds, "fit-llamacpp-ubatch")?;

@@ -154,6 +154,8 @@ pub(crate) struct Breakdown {
     pub terms: Vec<Term>,
     pub notes: Vec<Note>,
     pub arch: Option<Architecture>,
+    /// Only the peak is wanted (the searches over the engine): notes are not written.
+    pub quiet: bool,
 }
 
 impl Breakdown {
@@ -162,6 +164,7 @@ impl Breakdown {
             terms: Vec::new(),
             notes: Vec::new(),
             arch: None,
+            quiet: false,
         }
     }
 
@@ -188,6 +191,9 @@ impl Breakdown {
 
     /// Adds a note: `text` with `{name}` placeholders filled from `values`.
     pub fn note(&mut self, id: &str, values: &[(&str, String)], text: &str) {
+        if self.quiet {
+            return;
+        }
         let mut t = text.to_string();
         for (k, v) in values {
             t = t.replace(&format!("{{{k}}}"), v);
@@ -300,11 +306,12 @@ pub(crate) fn breakdown(ds: &Dataset, w: &Workload) -> Result<Breakdown, String>
 }
 
 /// The peak alone (what the searches over the engine need): the same breakdown, without the
-/// claim lookups that only the shown result needs.
+/// notes and claim lookups that only the shown result needs.
 pub(crate) fn peak_of(ds: &Dataset, w: &Workload) -> Option<u64> {
     let b = match w {
+        Workload::LlmInference(l) => llm::breakdown_with(ds, l, false),
+        Workload::Training(t) => training::breakdown_with(ds, t, false),
         Workload::Diffusion(d) => diffusion::breakdown_with(ds, d, false),
-        other => breakdown(ds, other),
     };
     b.ok().map(|b| total(&b))
 }

@@ -76,6 +76,11 @@ fn layer_elements(ds: &Dataset, m: &Llm, p: &Precision, lora: Option<&LoraTarget
 }
 
 pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String> {
+    breakdown_with(ds, t, true)
+}
+
+/// The breakdown; without `notes` only the terms (the searches over the engine need the peak).
+pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<Breakdown, String> {
     let (m, origin) = model(ds, &t.model)?;
     let m: &Llm = &m;
     let p = precision(&t.precision)?;
@@ -94,6 +99,7 @@ pub(crate) fn breakdown(ds: &Dataset, t: &Training) -> Result<Breakdown, String>
         return Err(crate::messages::say("at-least-one", &[("field", "lora_rank")]));
     }
     let mut b = Breakdown::new();
+    b.quiet = !notes;
     b.arch = Some(summary(m, origin));
     let n = t.gpus as f64;
     let params = m.params as f64;

@@ -15,13 +15,26 @@ ROOT="$(cd "$(dirname "$0")/../../../.." && pwd)"
 OUT="$ROOT/target/llama-src"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-# The source package is about 77 MB, and its download through this machine's registry proxy took
-# longer than 15 minutes on 2026-12-02: LLAMA_CPP_SDIST names a copy already downloaded.
+# The source package (77 MB) is fetched from the registry's simple index and checked against its
+# pinned digest. (`pip download --no-binary :all:` also builds the package's build tools, CMake
+# included, from source just to read its metadata: more than 20 minutes on 2 cores.)
+# LLAMA_CPP_SDIST names a copy already downloaded.
+SHA256="${LLAMA_CPP_SDIST_SHA256:-832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e}"
 SDIST="${LLAMA_CPP_SDIST:-}"
 if [ -z "$SDIST" ]; then
-  python3 -m pip download "llama-cpp-python==$VERSION" --no-deps --no-binary :all: -d "$WORK" -q
   SDIST="$WORK/llama_cpp_python-$VERSION.tar.gz"
+  python3 - "$VERSION" "$SDIST" <<'PY'
+import re, sys, urllib.request
+version, out = sys.argv[1], sys.argv[2]
+index = urllib.request.urlopen("https://pypi.org/simple/llama-cpp-python/", timeout=60).read().decode()
+name = f"llama_cpp_python-{version}.tar.gz"
+url = next(u for u in re.findall(r'href="([^"]+)"', index) if u.split("#")[0].endswith("/" + name))
+with urllib.request.urlopen(url.split("#")[0], timeout=600) as r, open(out, "wb") as f:
+    while chunk := r.read(1 << 20):
+        f.write(chunk)
+PY
 fi
+echo "$SHA256  $SDIST" | sha256sum -c --quiet - || { echo "the source package's digest differs from the pinned one" >&2; exit 1; }
 tar -xzf "$SDIST" -C "$WORK"
 SRC="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
 rm -rf "$OUT"

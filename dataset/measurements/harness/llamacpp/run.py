@@ -43,7 +43,7 @@ N_PREDICT = 8
 
 def case(group, model, weights, context, **kw):
     c = dict(group=group, model=model, weights=weights, context=context, kv="f16", fa=True, ub=512, b=2048,
-             ngl=None, slots=1, tool="completion", ncmoe=None, swa_full=False, ollama=False)
+             ngl=None, slots=1, tool="completion", ncmoe=None, swa_full=False, ollama=False, tag=None)
     c.update(kw)
     fa = {True: "fa", False: "nofa", "auto": "faauto"}[c["fa"]]
     parts = [model, weights, f"c{context}", fa, f"kv{c['kv']}", f"ub{c['ub']}"]
@@ -59,6 +59,8 @@ def case(group, model, weights, context, **kw):
         parts.append(c["tool"])
     if c["ollama"]:
         parts.append("ollama")
+    if c["tag"]:
+        parts.append(c["tag"])
     c["id"] = "-".join(parts)
     return c
 
@@ -115,6 +117,25 @@ def cases():
         case(m, MOE, "Q8_0", 8192, ncmoe=48),
         case(m, MOE, "Q8_0", 32768, ncmoe=24),
         case(m, MOE, "Q8_0", 8192),
+    ]
+    # Held out: never used to fit the engine. Fresh runs of the acceptance cases (Llama 3.1 8B
+    # Q4_K_M at 8k, 32k and 128k, with llama.cpp's defaults and as Ollama starts it), compared with
+    # the calculator's answers by tests/tests/llamacpp.rs. Ollama's -b/-ub for each context come
+    # from its source (server/sched.go at v0.32.15: 1024 over 4096 tokens, 2048 over 32768).
+    h = "heldout"
+    for ctx in [8192, 32768, 131072]:
+        out.append(case(h, L8, "Q4_K_M", ctx, fa="auto", tag="fresh"))
+    for ctx, batch in [(8192, 1024), (32768, 1024), (131072, 2048)]:
+        out.append(case(h, L8, "Q4_K_M", ctx, fa="auto", ub=batch, b=batch, tool="server", ollama=True, tag="fresh"))
+    # The first held-out runs found the attention mask missing under the MLP's working set (Ollama
+    # at 128k, -ub 2048: 317 MiB under). After the fix, a second set where that sum decides the
+    # compute buffer, never run before: long contexts with a large micro-batch and few logits rows.
+    h = "heldout2"
+    out += [
+        case(h, L8, "Q4_K_M", 65536, fa="auto", ub=2048, b=2048, tool="server", ollama=True, tag="check"),
+        case(h, L8, "Q6_K", 65536, ub=2048, tool="server", tag="check"),
+        case(h, L1, "Q8_0", 65536, ub=1024, slots=2, tool="server", tag="check"),
+        case(h, NEMO, "Q4_K_M", 131072, kv="q8_0", ub=2048, tool="server", tag="check"),
     ]
     return out
 
@@ -240,7 +261,11 @@ def prompt_text(chars, seed):
 
 
 def fit_print(args, c, path):
-    r = subprocess.run([os.path.join(args.bin, "llama-fit-params")] + common_args(c, path) + ["--fit-print", "on"],
+    # llama-fit-params takes the common arguments, not the server's own (Ollama's --context-shift).
+    a = common_args(c, path)
+    if "--context-shift" in a:
+        a = a[:a.index("--context-shift")]
+    r = subprocess.run([os.path.join(args.bin, "llama-fit-params")] + a + ["--fit-print", "on"],
                        capture_output=True, text=True, timeout=300)
     rows = {}
     for line in r.stdout.splitlines():
@@ -320,7 +345,12 @@ def workload(c):
         with open(os.path.join(write_gguf.CONFIGS, model + ".json")) as f:
             model = {"hf_config": json.load(f), "name": model.split("__")[-1]}
     w = {"kind": "llm-inference", "model": model, "weights": c["weights"], "kv_cache": {"f16": "fp16"}.get(c["kv"], c["kv"]), "context": c["context"],
-         "batch": c["slots"], "engine": "ollama" if c["ollama"] else "llama.cpp", "ubatch": c["ub"]}
+         "batch": c["slots"], "engine": "ollama" if c["ollama"] else "llama.cpp"}
+    # A held-out workload is what a calculator user enters: llama.cpp's defaults (flash attention
+    # auto, -ub 512) and Ollama's own batch are left to the engine; calibration runs record the
+    # value passed.
+    if not c["tag"] or (not c["ollama"] and c["ub"] != 512):
+        w["ubatch"] = c["ub"]
     if c["fa"] != "auto":
         w["flash_attention"] = c["fa"]
     if c["ngl"] is not None:
