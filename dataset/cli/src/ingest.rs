@@ -1,5 +1,6 @@
 //! Small pieces of the ingest service that are not HTTP: submission ids, the clock, the content
-//! hash and the per-client rate limiter.
+//! hash, the per-client rate limiter and connection counter, and who the client is behind a
+//! trusted reverse proxy.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -129,6 +130,131 @@ impl RateLimiter {
     }
 }
 
+/// An address block (`10.0.0.0/8`, `::1/128`, or one address): the trusted proxies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpNet {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl IpNet {
+    pub fn parse(s: &str) -> Result<IpNet, String> {
+        let bad = || format!("`{s}` is not an IP address or block (examples: 127.0.0.1, 10.0.0.0/8, ::1)");
+        let (a, p) = match s.trim().split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s.trim(), None),
+        };
+        let addr: IpAddr = a.parse().map_err(|_| bad())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(bad)?,
+            None => max,
+        };
+        Ok(IpNet { addr, prefix })
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = if self.prefix == 0 { 0 } else { u32::MAX << (32 - self.prefix) };
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = if self.prefix == 0 { 0 } else { u128::MAX << (128 - self.prefix) };
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The client a request comes from. From a trusted proxy, the address in its forwarding headers
+/// (`Forwarded: for=`, else `X-Forwarded-For`): the last address that is not itself a trusted
+/// proxy, read from the right, since each proxy appends the address it saw and anything to the
+/// left of that was written by the client. From anyone else, the peer: their headers are ignored.
+pub fn client_addr(peer: IpAddr, trusted: &[IpNet], forwarded: Option<&str>, x_forwarded_for: Option<&str>) -> IpAddr {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|n| n.contains(ip));
+    if !is_trusted(peer) {
+        return peer;
+    }
+    let from_forwarded = forwarded.map(|f| {
+        f.split(',')
+            .filter_map(|element| {
+                element.split(';').find_map(|pair| {
+                    let (k, v) = pair.trim().split_once('=')?;
+                    k.trim().eq_ignore_ascii_case("for").then(|| parse_node(v.trim().trim_matches('"')))?
+                })
+            })
+            .collect::<Vec<_>>()
+    });
+    let chain = match from_forwarded {
+        Some(c) if !c.is_empty() => c,
+        _ => x_forwarded_for.map(|x| x.split(',').filter_map(|a| parse_node(a.trim())).collect()).unwrap_or_default(),
+    };
+    chain.into_iter().rev().find(|ip| !is_trusted(*ip)).unwrap_or(peer)
+}
+
+/// An address as forwarding headers write it: `1.2.3.4`, `1.2.3.4:80`, `[::1]`, `[::1]:80`, `::1`.
+fn parse_node(s: &str) -> Option<IpAddr> {
+    if let Ok(ip) = s.parse() {
+        return Some(ip);
+    }
+    if let Some(rest) = s.strip_prefix('[') {
+        return rest.split(']').next()?.parse().ok();
+    }
+    s.rsplit_once(':').and_then(|(a, _)| a.parse::<std::net::Ipv4Addr>().ok()).map(IpAddr::V4)
+}
+
+/// Connections held per client address, with a cap: one client cannot take every slot.
+pub struct ConnectionCounter {
+    cap: usize,
+    held: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One held connection; counted until dropped.
+pub struct ConnectionSlot {
+    counter: std::sync::Arc<ConnectionCounter>,
+    ip: IpAddr,
+}
+
+impl ConnectionCounter {
+    pub fn new(cap: usize) -> std::sync::Arc<ConnectionCounter> {
+        std::sync::Arc::new(ConnectionCounter { cap, held: Mutex::new(HashMap::new()) })
+    }
+
+    /// A slot for one more connection from `ip`, or None when it holds `cap` already.
+    pub fn acquire(self: &std::sync::Arc<Self>, ip: IpAddr) -> Option<ConnectionSlot> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(ip).or_insert(0);
+        if *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(ConnectionSlot { counter: self.clone(), ip })
+    }
+
+    #[cfg(test)]
+    pub fn held(&self, ip: IpAddr) -> usize {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).get(&ip).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut held = self.counter.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.ip);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +314,54 @@ mod tests {
         for _ in 0..1000 {
             assert_eq!(off.check("192.0.2.1".parse().unwrap(), t0), Ok(()));
         }
+    }
+
+    #[test]
+    fn forwarded_clients_are_believed_only_from_trusted_proxies() {
+        let proxy: IpAddr = "10.0.0.5".parse().unwrap();
+        let trusted = [IpNet::parse("10.0.0.0/24").unwrap()];
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // From the proxy: the last address it appended.
+        assert_eq!(client_addr(proxy, &trusted, None, Some("203.0.113.9")), ip("203.0.113.9"));
+        assert_eq!(client_addr(proxy, &trusted, None, Some("1.1.1.1, 203.0.113.9")), ip("203.0.113.9"));
+        // A chain of trusted proxies is skipped from the right.
+        assert_eq!(client_addr(proxy, &trusted, None, Some("1.1.1.1, 203.0.113.9, 10.0.0.7")), ip("203.0.113.9"));
+        // RFC 7239 first, with ports and IPv6 brackets.
+        assert_eq!(client_addr(proxy, &trusted, Some(r#"for="[2001:db8::1]:4711";proto=https"#), Some("9.9.9.9")), ip("2001:db8::1"));
+        assert_eq!(client_addr(proxy, &trusted, Some("for=192.0.2.60:80, for=10.0.0.9"), None), ip("192.0.2.60"));
+        // Nothing usable: the proxy itself.
+        assert_eq!(client_addr(proxy, &trusted, None, Some("unknown, garbage")), proxy);
+        assert_eq!(client_addr(proxy, &trusted, None, None), proxy);
+        // From anyone else the headers are ignored.
+        let other = ip("198.51.100.1");
+        assert_eq!(client_addr(other, &trusted, Some("for=1.2.3.4"), Some("1.2.3.4")), other);
+        assert_eq!(client_addr(proxy, &[], None, Some("1.2.3.4")), proxy);
+    }
+
+    #[test]
+    fn ip_blocks_parse_and_match() {
+        let n = IpNet::parse("192.168.1.0/24").unwrap();
+        assert!(n.contains("192.168.1.77".parse().unwrap()));
+        assert!(!n.contains("192.168.2.1".parse().unwrap()));
+        assert!(n.contains("::ffff:192.168.1.3".parse().unwrap()), "IPv4-mapped IPv6 peers match IPv4 blocks");
+        assert!(IpNet::parse("::1").unwrap().contains("::1".parse().unwrap()));
+        assert!(IpNet::parse("0.0.0.0/0").unwrap().contains("8.8.8.8".parse().unwrap()));
+        for bad in ["", "1.2.3", "10.0.0.0/33", "::1/129", "example.com", "10.0.0.0/x"] {
+            assert!(IpNet::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn one_client_holds_at_most_its_cap_of_connections() {
+        let c = ConnectionCounter::new(2);
+        let a: IpAddr = "127.0.0.2".parse().unwrap();
+        let b: IpAddr = "127.0.0.3".parse().unwrap();
+        let s1 = c.acquire(a).unwrap();
+        let _s2 = c.acquire(a).unwrap();
+        assert!(c.acquire(a).is_none());
+        assert!(c.acquire(b).is_some(), "another client is not affected");
+        drop(s1);
+        assert_eq!(c.held(a), 1);
+        assert!(c.acquire(a).is_some());
     }
 }

@@ -113,6 +113,21 @@ enum Command {
         /// Submissions a client may send at once before the per-minute rate applies.
         #[arg(long, default_value_t = 10)]
         rate_burst: u32,
+        /// A reverse proxy (address or block, e.g. 10.0.0.0/8; repeatable) whose `Forwarded` /
+        /// `X-Forwarded-For` headers name the client. Headers from anyone else are ignored.
+        #[arg(long = "trusted-proxy", value_name = "ADDR[/BITS]", value_parser = ingest::IpNet::parse)]
+        trusted_proxies: Vec<ingest::IpNet>,
+        /// Connections one client address may hold at once (trusted proxies are not capped).
+        #[arg(long, default_value_t = 64)]
+        max_connections_per_client: usize,
+        /// Seconds a response may wait for a client that reads nothing before the connection is
+        /// dropped.
+        #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+        write_timeout: u64,
+        /// Largest size of the database in MiB; writes beyond it fail as on a full disk (and
+        /// `/api/v1/health` says so).
+        #[arg(long, value_name = "MIB")]
+        max_db_mib: Option<u64>,
     },
     /// List pending submissions, or accept or reject one.
     Review {
@@ -185,6 +200,10 @@ fn main() -> ExitCode {
             data,
             rate_limit,
             rate_burst,
+            trusted_proxies,
+            max_connections_per_client,
+            write_timeout,
+            max_db_mib,
         } => serve::run(serve::Options {
             addr,
             db,
@@ -192,6 +211,10 @@ fn main() -> ExitCode {
             data,
             rate_limit,
             rate_burst,
+            trusted_proxies,
+            max_connections_per_client,
+            write_timeout: std::time::Duration::from_secs(write_timeout.max(1)),
+            max_db_bytes: max_db_mib.map(|m| m << 20),
         }),
         Command::Review {
             db,

@@ -40,6 +40,7 @@ pub const API_ROUTES: &[(&str, &str)] = &[("GET", "/health"), ("POST", "/submiss
 pub const ERROR_CODES: &[(&str, u16)] = &[
     ("invalid_json", 400),
     ("unreadable_body", 400),
+    ("forbidden_origin", 403),
     ("not_found", 404),
     ("method_not_allowed", 405),
     ("request_timeout", 408),
@@ -51,6 +52,7 @@ pub const ERROR_CODES: &[(&str, u16)] = &[
     ("rate_limited", 429),
     ("internal", 500),
     ("database_unavailable", 503),
+    ("writes_failing", 503),
 ];
 
 /// A request (body included) that takes longer than this gets 408.
@@ -63,6 +65,10 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once; further ones wait in the listen queue (below the usual limit of
 /// 1024 open files).
 const MAX_CONNECTIONS: usize = 900;
+
+/// The longest file name the static files can have (a path segment longer than this is no file:
+/// 404 without asking the file system, which would fail with "name too long").
+const MAX_SEGMENT_BYTES: usize = 255;
 
 /// Bodies up to this size are checked on the async worker; larger ones on the blocking pool.
 const INLINE_CHECK_BYTES: usize = 32 * 1024;
@@ -81,6 +87,11 @@ struct AppState {
     limiter: Arc<RateLimiter>,
 }
 
+/// The address of the client a request comes from: the peer, or behind a trusted reverse proxy
+/// the address that proxy forwarded (set per request by the connection loop).
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub std::net::IpAddr);
+
 /// Server settings (`dataset serve` flags).
 pub struct Options {
     pub addr: SocketAddr,
@@ -91,6 +102,14 @@ pub struct Options {
     pub rate_limit: u32,
     /// Submissions a client may send at once before the rate applies.
     pub rate_burst: u32,
+    /// Reverse proxies whose forwarding headers name the client (`--trusted-proxy`).
+    pub trusted_proxies: Vec<crate::ingest::IpNet>,
+    /// Connections one client address may hold at once (trusted proxies are not capped).
+    pub max_connections_per_client: usize,
+    /// A response whose writes make no progress for this long is dropped with its connection.
+    pub write_timeout: Duration,
+    /// Size the database may grow to; writes beyond fail as on a full disk.
+    pub max_db_bytes: Option<u64>,
 }
 
 /// A line on standard error (never standard output: whoever started the server may have stopped
@@ -133,15 +152,22 @@ fn unavailable() -> Response {
 async fn health(State(state): State<AppState>) -> Response {
     let store = state.store.clone();
     match tokio::task::spawn_blocking(move || store.health()).await {
-        Ok(Ok(submissions)) => json_response(
-            StatusCode::OK,
-            &json!({
+        Ok(Ok(h)) => {
+            let mut body = json!({
                 "status": "ok",
                 "version": env!("CARGO_PKG_VERSION"),
                 "database": "ok",
-                "submissions": submissions,
-            }),
-        ),
+                "writes": if h.writes_failing { "failing" } else { "ok" },
+                "submissions": h.submissions,
+            });
+            if h.writes_failing {
+                body["status"] = json!("degraded");
+                body["error"] = json!("writes_failing");
+                body["message"] = json!("the database answers reads, but its last write failed (is the disk full?)");
+                return json_response(StatusCode::SERVICE_UNAVAILABLE, &body);
+            }
+            json_response(StatusCode::OK, &body)
+        }
         Ok(Err(e)) => {
             log(&format!("health: {e}"));
             unavailable()
@@ -185,14 +211,23 @@ fn too_large() -> Response {
 
 /// `POST /api/v1/submissions`.
 async fn submit(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
-        let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
-        let mime = ct.split(';').next().unwrap_or("").trim().to_string();
-        if mime != "application/json" && !mime.ends_with("+json") {
+    // A page on another site can post cross-site without a preflight only as a form or as
+    // text/plain: JSON is required, and an Origin other than this server's is refused.
+    let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+    let mime = ct.split(';').next().unwrap_or("").trim();
+    if mime != "application/json" && !mime.ends_with("+json") {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the report as JSON with Content-Type: application/json",
+        );
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        if !same_origin(origin, headers.get(header::HOST)) {
             return error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "send the report as JSON with Content-Type: application/json",
+                StatusCode::FORBIDDEN,
+                "forbidden_origin",
+                "reports are accepted from the probe and from this site, not from pages on other sites",
             );
         }
     }
@@ -279,6 +314,16 @@ async fn submit(State(state): State<AppState>, headers: HeaderMap, body: Body) -
     }
 }
 
+/// Whether an `Origin` header names this server: `http(s)://` followed by exactly the `Host` the
+/// request was sent to.
+fn same_origin(origin: &HeaderValue, host: Option<&HeaderValue>) -> bool {
+    let (Ok(origin), Some(Ok(host))) = (origin.to_str(), host.map(|h| h.to_str())) else {
+        return false;
+    };
+    let rest = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
+    rest.is_some_and(|r| !host.is_empty() && r.eq_ignore_ascii_case(host))
+}
+
 /// `GET /api/v1/submissions/{id}`: status and the stored document without its private fields.
 async fn submission(State(state): State<AppState>, uri: Uri) -> Response {
     let id = uri.path().rsplit('/').next().unwrap_or("").to_string();
@@ -321,8 +366,9 @@ async fn submission(State(state): State<AppState>, uri: Uri) -> Response {
 async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let ip = req
         .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip())
+        .get::<ClientAddr>()
+        .map(|c| c.0)
+        .or_else(|| req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()))
         .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
     match state.limiter.check(ip, Instant::now()) {
         Ok(()) => next.run(req).await,
@@ -355,6 +401,20 @@ async fn api_not_found(uri: Uri) -> Response {
 
 async fn method_not_allowed() -> Response {
     error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this endpoint does not take that method")
+}
+
+/// Static paths with a segment longer than any file name are no file: 404 before the file
+/// system is asked (it would fail with "name too long", which the file service answers with an
+/// empty 500). Segments are counted as decoded (`%41` is one byte).
+async fn long_segments(req: Request, next: Next) -> Response {
+    let too_long = req.uri().path().split('/').any(|seg| {
+        let escapes = seg.matches('%').count();
+        seg.len().saturating_sub(2 * escapes) > MAX_SEGMENT_BYTES
+    });
+    if too_long {
+        return (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "not found\n").into_response();
+    }
+    next.run(req).await
 }
 
 /// Paths no file answers. Every page of the site is prerendered, so such a path is not a page:
@@ -395,6 +455,7 @@ fn router_with(state: AppState, site: &Path) -> Router {
     // `cargo xtask dist` writes .br and .gz next to each file; those go out when accepted.
     let static_files =
         ServeDir::new(site).precompressed_br().precompressed_gzip().fallback(get(app_shell).with_state(state.clone()));
+    let static_files = Router::new().fallback_service(static_files).layer(from_fn(long_segments));
     Router::new()
         .nest("/api/v1", api)
         .fallback_service(static_files)
@@ -450,7 +511,7 @@ async fn shutdown() {
 
 pub fn run(o: Options) -> Result<(), String> {
     let gpus = load_gpus(&o.data)?;
-    let store: Arc<dyn Store> = Arc::new(Sqlite::open(&o.db)?);
+    let store: Arc<dyn Store> = Arc::new(Sqlite::open_capped(&o.db, o.max_db_bytes)?);
     let app = router(store, &o.site, gpus, RateLimiter::new(o.rate_limit, o.rate_burst))?;
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let (addr, site, db) = (o.addr, o.site, o.db);
@@ -462,19 +523,39 @@ pub fn run(o: Options) -> Result<(), String> {
         let _ = std::io::stdout().flush();
         let limit = if o.rate_limit == 0 { "off".to_string() } else { format!("{} a minute, burst {}", o.rate_limit, o.rate_burst) };
         log(&format!("submissions rate limit per client address: {limit}"));
-        serve_connections(listener, app, shutdown()).await;
+        if !o.trusted_proxies.is_empty() {
+            log(&format!("client addresses from forwarding headers of {} trusted proxy address block(s)", o.trusted_proxies.len()));
+        }
+        let rules = ConnectionRules {
+            trusted_proxies: Arc::new(o.trusted_proxies),
+            per_client: crate::ingest::ConnectionCounter::new(o.max_connections_per_client.max(1)),
+            write_timeout: o.write_timeout,
+        };
+        serve_connections(listener, app, rules, shutdown()).await;
         Ok(())
     })
 }
 
+/// How `serve_connections` treats each connection.
+struct ConnectionRules {
+    trusted_proxies: Arc<Vec<crate::ingest::IpNet>>,
+    per_client: Arc<crate::ingest::ConnectionCounter>,
+    write_timeout: Duration,
+}
+
 /// Accepts connections and serves HTTP/1.1 on each, with a header-read timeout (slow or idle
-/// clients cannot hold connections open) and at most [`MAX_CONNECTIONS`] at once. On `shutdown`
-/// it stops accepting and lets requests in flight finish (at most 10 s).
-async fn serve_connections(listener: tokio::net::TcpListener, app: Router, shutdown: impl std::future::Future<Output = ()>) {
+/// clients cannot hold connections open), a write timeout (nor can clients that never read the
+/// answer), at most [`MAX_CONNECTIONS`] at once and at most the per-client cap from one address
+/// (trusted proxies excepted: they carry everyone). On `shutdown` it stops accepting and lets
+/// requests in flight finish (at most 10 s).
+async fn serve_connections(listener: tokio::net::TcpListener, app: Router, rules: ConnectionRules, shutdown: impl std::future::Future<Output = ()>) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let rules = Arc::new(rules);
     tokio::pin!(shutdown);
+    let mut refused_since_log = 0u64;
+    let mut last_log = Instant::now();
     loop {
         let permit = tokio::select! {
             p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
@@ -492,19 +573,49 @@ async fn serve_connections(listener: tokio::net::TcpListener, app: Router, shutd
             },
             _ = &mut shutdown => break,
         };
+        let from_proxy = rules.trusted_proxies.iter().any(|n| n.contains(peer.ip()));
+        let slot = if from_proxy {
+            None
+        } else {
+            match rules.per_client.acquire(peer.ip()) {
+                Some(slot) => Some(slot),
+                None => {
+                    // Closed at once: the client already holds its share of the server.
+                    refused_since_log += 1;
+                    if last_log.elapsed() > Duration::from_secs(10) {
+                        log(&format!("{refused_since_log} connections closed: client over its connection cap"));
+                        refused_since_log = 0;
+                        last_log = Instant::now();
+                    }
+                    drop(stream);
+                    continue;
+                }
+            }
+        };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
+        let rules_for_conn = rules.clone();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            let header = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+            let client = crate::ingest::client_addr(
+                peer.ip(),
+                &rules_for_conn.trusted_proxies,
+                header(header::FORWARDED).as_deref(),
+                header(header::HeaderName::from_static("x-forwarded-for")).as_deref(),
+            );
             req.extensions_mut().insert(ConnectInfo(peer));
+            req.extensions_mut().insert(ClientAddr(client));
             tower::ServiceExt::oneshot(app.clone(), req.map(Body::new))
         });
+        let io = WriteTimeout::new(stream, rules.write_timeout);
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT)
-            .serve_connection(TokioIo::new(stream), service);
+            .serve_connection(TokioIo::new(io), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _ = conn.await;
+            drop(slot);
             drop(permit);
         });
     }
@@ -512,6 +623,84 @@ async fn serve_connections(listener: tokio::net::TcpListener, app: Router, shutd
     tokio::select! {
         _ = graceful.shutdown() => {},
         _ = tokio::time::sleep(Duration::from_secs(10)) => {},
+    }
+}
+
+/// A connection whose writes fail once they have made no progress for `timeout`: a client that
+/// asks for a large file and never reads it cannot hold the connection (and its slot) forever.
+struct WriteTimeout<T> {
+    inner: T,
+    timeout: Duration,
+    /// Set when a write could not proceed; cleared by any progress.
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteTimeout<T> {
+    fn new(inner: T, timeout: Duration) -> WriteTimeout<T> {
+        WriteTimeout { inner, timeout, stalled: None }
+    }
+
+    /// After a write returned `Pending`: an error once the stall has lasted `timeout`.
+    fn check_stall(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Error> {
+        let timeout = self.timeout;
+        let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match sleep.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client read nothing for the write timeout",
+            )),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
+use std::future::Future as _;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+impl<T: AsyncRead + Unpin> AsyncRead for WriteTimeout<T> {
+    fn poll_read(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<T> {
+    fn poll_write(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match std::pin::Pin::new(&mut self.inner).poll_write(cx, buf) {
+            Poll::Ready(r) => {
+                self.stalled = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.check_stall(cx).map(Err),
+        }
+    }
+
+    fn poll_write_vectored(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        match std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
+            Poll::Ready(r) => {
+                self.stalled = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.check_stall(cx).map(Err),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match std::pin::Pin::new(&mut self.inner).poll_flush(cx) {
+            Poll::Ready(r) => {
+                self.stalled = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.check_stall(cx).map(Err),
+        }
+    }
+
+    fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

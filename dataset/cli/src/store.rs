@@ -8,8 +8,9 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -61,6 +62,13 @@ impl From<rusqlite::Error> for StoreError {
 }
 
 /// A validated submission to store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Health {
+    pub submissions: u64,
+    /// The last commit failed (a full disk, a size cap reached) and none has succeeded since.
+    pub writes_failing: bool,
+}
+
 #[derive(Clone, Debug)]
 pub struct NewSubmission {
     /// Random, URL-safe; used only when the content is new.
@@ -95,8 +103,9 @@ pub struct Submission {
 
 /// What the server and the review and aggregate commands need from storage.
 pub trait Store: Send + Sync + 'static {
-    /// A cheap round trip proving the database answers; returns the stored submission count.
-    fn health(&self) -> Result<u64, StoreError>;
+    /// A cheap round trip proving the database answers (no table scan, whatever its size): the
+    /// stored submission count and whether writes are failing.
+    fn health(&self) -> Result<Health, StoreError>;
     /// Stores a submission unless one with the same content hash exists; returns the id either
     /// way. Returns only once the row is durable.
     fn insert_or_get(&self, new: NewSubmission) -> Result<Inserted, StoreError>;
@@ -143,6 +152,8 @@ pub struct Sqlite {
     writer: mpsc::Sender<Job>,
     /// Dropping it stops the checkpoint thread.
     _checkpointer: mpsc::Sender<()>,
+    /// Set by the writer when a commit fails, cleared when one succeeds.
+    writes_failing: Arc<AtomicBool>,
 }
 
 /// Every this many commits the writer completes a checkpoint itself.
@@ -162,6 +173,12 @@ fn connect(path: &Path) -> Result<Connection, rusqlite::Error> {
 
 impl Sqlite {
     pub fn open(path: &Path) -> Result<Sqlite, String> {
+        Sqlite::open_capped(path, None)
+    }
+
+    /// Opens the database; with `max_bytes`, writes that would grow it beyond that size fail as
+    /// they do on a full disk (SQLite's `max_page_count`).
+    pub fn open_capped(path: &Path, max_bytes: Option<u64>) -> Result<Sqlite, String> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
         }
@@ -188,11 +205,18 @@ impl Sqlite {
         writer_conn.pragma_update(None, "wal_autocheckpoint", 0).map_err(err)?;
         // When the WAL starts over, a file grown beyond this is truncated back to it.
         writer_conn.pragma_update(None, "journal_size_limit", 64i64 << 20).map_err(err)?;
+        if let Some(max) = max_bytes {
+            let page: i64 = writer_conn.pragma_query_value(None, "page_size", |r| r.get(0)).map_err(err)?;
+            let pages = (max as i64 / page.max(512)).max(1);
+            writer_conn.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(())).map_err(err)?;
+        }
+        let writes_failing = Arc::new(AtomicBool::new(false));
+        let failing = writes_failing.clone();
         let checkpoint_conn = connect(path).map_err(err)?;
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("sqlite-writer".into())
-            .spawn(move || writer(writer_conn, rx))
+            .spawn(move || writer(writer_conn, rx, failing))
             .map_err(|e| format!("cannot start the database writer: {e}"))?;
         let (stop, stopped) = mpsc::channel::<()>();
         std::thread::Builder::new()
@@ -213,7 +237,7 @@ impl Sqlite {
                 let _ = checkpoint_conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
             })
             .map_err(|e| format!("cannot start the database checkpointer: {e}"))?;
-        Ok(Sqlite { conn: Mutex::new(conn), writer: tx, _checkpointer: stop })
+        Ok(Sqlite { conn: Mutex::new(conn), writer: tx, _checkpointer: stop, writes_failing })
     }
 
     fn conn(&self) -> Result<std::sync::MutexGuard<'_, Connection>, StoreError> {
@@ -223,7 +247,7 @@ impl Sqlite {
 
 /// The writer thread: takes every queued insert, commits them in one transaction, answers each.
 /// Ends when the `Sqlite` (the queue's sender) is dropped.
-fn writer(mut conn: Connection, rx: mpsc::Receiver<Job>) {
+fn writer(mut conn: Connection, rx: mpsc::Receiver<Job>, failing: Arc<AtomicBool>) {
     let mut commits = 0u32;
     while let Ok(first) = rx.recv() {
         let mut jobs = vec![first];
@@ -234,6 +258,7 @@ fn writer(mut conn: Connection, rx: mpsc::Receiver<Job>) {
             }
         }
         let results = commit_batch(&mut conn, &jobs);
+        failing.store(results.is_err(), Ordering::Relaxed);
         match results {
             Ok(results) => {
                 for ((_, reply), result) in jobs.into_iter().zip(results) {
@@ -299,9 +324,12 @@ fn submission(row: (String, String, String, Option<String>, Option<String>, Stri
 const COLUMNS: &str = "id, received_at, status, reason, reviewed_at, document";
 
 impl Store for Sqlite {
-    fn health(&self) -> Result<u64, StoreError> {
+    fn health(&self) -> Result<Health, StoreError> {
         let conn = self.conn()?;
-        Ok(conn.query_row("SELECT COUNT(*) FROM submissions", [], |r| r.get::<_, i64>(0)).map(|n| n.max(0) as u64)?)
+        // Rows are never deleted and row ids are given in order, so the largest one is the count:
+        // one step down the table's b-tree instead of a scan of every row.
+        let n: Option<i64> = conn.prepare_cached("SELECT MAX(rowid) FROM submissions")?.query_row([], |r| r.get(0))?;
+        Ok(Health { submissions: n.unwrap_or(0).max(0) as u64, writes_failing: self.writes_failing.load(Ordering::Relaxed) })
     }
 
     fn insert_or_get(&self, new: NewSubmission) -> Result<Inserted, StoreError> {
@@ -371,11 +399,11 @@ mod tests {
         let dir = temp("open");
         let path = dir.join("nested/db.sqlite3");
         let store = Sqlite::open(&path).expect("opens");
-        assert_eq!(store.health().unwrap(), 0);
+        assert_eq!(store.health().unwrap().submissions, 0);
         drop(store);
         // Reopening does not re-run migrations (which would fail: the table exists).
         let store = Sqlite::open(&path).expect("reopens");
-        assert_eq!(store.health().unwrap(), 0);
+        assert_eq!(store.health().unwrap().submissions, 0);
         let conn = Connection::open(&path).unwrap();
         let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
         assert_eq!(mode, "wal");
@@ -420,7 +448,7 @@ mod tests {
         assert_eq!(a, Inserted { id: "id-a".into(), created: true, status: Status::Pending });
         let b = store.insert_or_get(new("id-b", "hash-1")).unwrap();
         assert_eq!(b, Inserted { id: "id-a".into(), created: false, status: Status::Pending });
-        assert_eq!(store.health().unwrap(), 1);
+        assert_eq!(store.health().unwrap().submissions, 1);
         assert!(store.get("id-b").unwrap().is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -442,7 +470,7 @@ mod tests {
         let all: Vec<Inserted> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
         assert_eq!(all.len(), 400);
         assert_eq!(all.iter().filter(|i| i.created).count(), 200, "each of the 200 contents stored once");
-        assert_eq!(store.health().unwrap(), 200);
+        assert_eq!(store.health().unwrap().submissions, 200);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

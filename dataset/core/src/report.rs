@@ -351,18 +351,101 @@ pub struct Checked {
 /// Parses and checks a submission body: JSON, schema version, schema, plausibility against the
 /// GPU catalog. Never panics, whatever the bytes.
 pub fn check_submission(body: &[u8], gpus: &[Gpu]) -> Result<Checked, Rejection> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| Rejection::Json(json_error(&e)))?;
+    let v = parse_strict(body).map_err(|e| Rejection::Json(json_error(&e)))?;
     check_value(&v, gpus)
 }
 
 fn json_error(e: &serde_json::Error) -> String {
     let what = match e.classify() {
-        serde_json::error::Category::Eof => "the document ends early",
-        serde_json::error::Category::Syntax => "syntax error",
-        serde_json::error::Category::Data => "invalid value",
-        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Eof => "the document ends early".to_string(),
+        serde_json::error::Category::Syntax => "syntax error".to_string(),
+        // The strict parser's own refusal (a duplicate key) says what it is; serde_json's
+        // message ends with the position, written below.
+        serde_json::error::Category::Data => {
+            let m = e.to_string();
+            match m.find(" at line ") {
+                Some(i) if m.starts_with("duplicate key") => quote(&m[..i]),
+                _ => "invalid value".to_string(),
+            }
+        }
+        serde_json::error::Category::Io => "unreadable".to_string(),
     };
     format!("$: {what} at line {} column {}", e.line(), e.column())
+}
+
+/// Parses a submission body strictly: a key that appears twice in one object is an error (a
+/// lenient parser keeps the last one, so two readers of the same bytes could disagree on what was
+/// sent), and numbers take one form: a value with no fractional part is an integer (`35.0` and
+/// `3.5e1` are `35`), any other is the nearest double (exact with serde_json's `float_roundtrip`,
+/// which the server enables). The canonical text, and so the content hash, then depends only on
+/// the values sent.
+pub fn parse_strict(body: &[u8]) -> Result<Value, serde_json::Error> {
+    use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
+    struct Strict;
+    impl<'de> DeserializeSeed<'de> for Strict {
+        type Value = Value;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(Strict)
+        }
+    }
+    impl<'de> Visitor<'de> for Strict {
+        type Value = Value;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+            const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: every integer below is exact
+            Ok(if v.fract() == 0.0 && v.abs() < EXACT {
+                if v >= 0.0 {
+                    Value::from(v as u64)
+                } else {
+                    Value::from(v as i64)
+                }
+            } else {
+                serde_json::Number::from_f64(v).map(Value::Number).unwrap_or(Value::Null)
+            })
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+            Ok(Value::String(v.to_owned()))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Value, E> {
+            Ok(Value::String(v))
+        }
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(v) = seq.next_element_seed(Strict)? {
+                out.push(v);
+            }
+            Ok(Value::Array(out))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut out = serde_json::Map::new();
+            while let Some(k) = map.next_key::<String>()? {
+                if out.contains_key(&k) {
+                    return Err(A::Error::custom(format!("duplicate key `{k}`")));
+                }
+                let v = map.next_value_seed(Strict)?;
+                out.insert(k, v);
+            }
+            Ok(Value::Object(out))
+        }
+    }
+    let mut d = serde_json::Deserializer::from_slice(body);
+    let v = Strict.deserialize(&mut d)?;
+    d.end()?;
+    Ok(v)
 }
 
 /// [`check_submission`] on an already parsed document.
@@ -1098,6 +1181,29 @@ mod tests {
         let p = validate_report(&v);
         assert_eq!(p.len(), MAX_PROBLEMS);
         assert!(p.iter().all(|e| e.len() < 100), "{:?}", p[0]);
+    }
+
+    #[test]
+    fn the_strict_parser_refuses_duplicate_keys_and_gives_numbers_one_form() {
+        for dup in [r#"{"a":1,"a":2}"#, r#"{"x":{"b":true,"c":0,"b":false}}"#, r#"[{"k":"v","k":"v"}]"#] {
+            let e = parse_strict(dup.as_bytes()).unwrap_err();
+            assert!(e.to_string().starts_with("duplicate key"), "{dup}: {e}");
+            let r = check_submission(dup.as_bytes(), &[]).unwrap_err();
+            assert_eq!(r.code(), "invalid_json");
+            assert!(r.message().contains("duplicate key"), "{}", r.message());
+        }
+        let forms = ["35", "35.0", "3.5e1", "35.000", "350e-1"];
+        let texts: Vec<String> = forms.iter().map(|f| canonical_json(&parse_strict(format!("{{\"n\":{f}}}").as_bytes()).unwrap())).collect();
+        assert!(texts.iter().all(|t| t == r#"{"n":35}"#), "{texts:?}");
+        assert_eq!(canonical_json(&parse_strict(b"{\"n\":-0.0}").unwrap()), r#"{"n":0}"#);
+        assert_eq!(canonical_json(&parse_strict(b"{\"n\":-2.0}").unwrap()), r#"{"n":-2}"#);
+        assert_eq!(canonical_json(&parse_strict(b"{\"n\":0.5}").unwrap()), r#"{"n":0.5}"#);
+        // Beyond 2^53 a float stays a float; huge integers stay integers.
+        assert_eq!(canonical_json(&parse_strict(b"{\"n\":1e300}").unwrap()), r#"{"n":1e+300}"#);
+        assert_eq!(canonical_json(&parse_strict(b"{\"n\":18446744073709551615}").unwrap()), r#"{"n":18446744073709551615}"#);
+        // Trailing bytes after the document are refused like serde_json's own parser does.
+        assert!(parse_strict(b"{} x").is_err());
+        assert!(parse_strict(b"{\"a\":1}\n").is_ok());
     }
 
     #[test]

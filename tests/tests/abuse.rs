@@ -1,0 +1,370 @@
+//! The ingest server under abuse: each attack reproduced against a real `dataset serve` on
+//! loopback with a real SQLite file, and what the server must do instead.
+//!
+//! (a) slow reads from one client take every connection slot; (b) cross-site posts (no
+//! Content-Type, a foreign Origin); (c) behind a reverse proxy every client shares one address;
+//! (d) `/health` says `ok` while writes fail; (e) a 256-byte path segment answers 500; (f)
+//! duplicate JSON keys accepted (last wins); (g) stored numbers differ from what was sent, and
+//! `35` / `35.0` are two documents.
+//!
+//! Clients that must look like different machines bind to other loopback addresses (127.0.0.2,
+//! 127.0.0.3: the whole 127/8 block is local on Linux).
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use headroom_e2e::{repo_root, Server, TempDir};
+use serde_json::{json, Value};
+
+struct Ingest {
+    url: String,
+    addr: SocketAddr,
+    server: Server,
+    site: TempDir,
+}
+
+impl Ingest {
+    fn start(db: &Path, extra: &[&str]) -> Ingest {
+        let site = TempDir::new("abuse-site");
+        std::fs::write(site.path().join("index.html"), "<!doctype html><title>Headroom</title>").unwrap();
+        let server = Server::start_with(site.path(), db, extra);
+        let addr = server.url.trim_start_matches("http://").parse().unwrap();
+        Ingest { url: server.url.clone(), addr, server, site }
+    }
+
+    fn submissions(&self) -> String {
+        format!("{}/api/v1/submissions", self.url)
+    }
+}
+
+struct Answer {
+    status: u16,
+    raw: String,
+    json: Value,
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::new_with_config(
+        ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(20))).build(),
+    )
+}
+
+fn answer(resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Answer {
+    let mut resp = resp.unwrap_or_else(|e| panic!("request failed: {e}"));
+    let status = resp.status().as_u16();
+    let raw = resp.body_mut().with_config().limit(10 << 20).read_to_string().unwrap_or_default();
+    let json = serde_json::from_str(&raw).unwrap_or(Value::Null);
+    Answer { status, raw, json }
+}
+
+fn post(url: &str, body: &[u8], headers: &[(&str, &str)]) -> Answer {
+    let mut req = agent().post(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    answer(req.send(body))
+}
+
+fn post_json(url: &str, body: &[u8]) -> Answer {
+    post(url, body, &[("content-type", "application/json")])
+}
+
+fn get(url: &str) -> Answer {
+    answer(agent().get(url).call())
+}
+
+fn hex32(n: u64) -> String {
+    format!("{:016x}{:016x}", n.wrapping_mul(0x9E37_79B9_7F4A_7C15), n ^ 0x5555_5555_5555_5555)
+}
+
+/// A distinct valid report (the probe's real H200 report with its own install id and run time).
+fn report(install: u64, n: u64) -> Value {
+    let real = repo_root().join("dataset/measurements/probe/h200-example.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(real).unwrap()).unwrap();
+    v["device"]["install_id"] = json!(hex32(install));
+    v["device"]["uuid_hash"] = json!(hex32(install + 1_000_000));
+    v["run_seconds"] = json!(30.0 + n as f64 / 1000.0);
+    v
+}
+
+/// One raw HTTP/1.1 exchange from `from` (a loopback address), read to the end.
+fn raw_request(to: SocketAddr, from: IpAddr, request: &str) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let stream = rt.block_on(async {
+        let s = tokio::net::TcpSocket::new_v4().unwrap();
+        s.bind(SocketAddr::new(from, 0)).unwrap();
+        s.connect(to).await.unwrap()
+    });
+    let mut s = stream.into_std().unwrap();
+    s.set_nonblocking(false).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) Slow reads
+// ---------------------------------------------------------------------------------------------
+
+/// Opens `n` connections from `from`, each asking for `path` and never reading the answer. The
+/// receive buffers are small so that the server's writes stall at once.
+fn slow_readers(to: SocketAddr, from: IpAddr, n: usize, path: &str) -> Vec<std::net::TcpStream> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let s = tokio::net::TcpSocket::new_v4().unwrap();
+            s.set_recv_buffer_size(4096).unwrap();
+            s.bind(SocketAddr::new(from, 0)).unwrap();
+            let Ok(stream) = s.connect(to).await else { continue };
+            let mut std = stream.into_std().unwrap();
+            std.set_nonblocking(false).unwrap();
+            let _ = std.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+            out.push(std);
+        }
+        out
+    })
+}
+
+/// Whether the server has closed this connection already (EOF or reset), without reading.
+fn closed_now(s: &TcpStream) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    let closed = match s.peek(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    s.set_nonblocking(false).unwrap();
+    closed
+}
+
+/// Whether the server has closed this connection: reads what it had sent until the end (EOF or
+/// reset) or until nothing comes for two seconds (still open).
+fn drained_to_close(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+#[test]
+fn one_client_holding_slow_reads_cannot_starve_others() {
+    let tmp = TempDir::new("abuse-slowread");
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "0", "--write-timeout", "4"]);
+    // A file far larger than any socket buffer.
+    std::fs::write(server.site.path().join("big.bin"), vec![7u8; 24 << 20]).unwrap();
+    let abuser: IpAddr = "127.0.0.2".parse().unwrap();
+    // More connections than the server serves at once, all from one address, none reading.
+    let mut held = slow_readers(server.addr, abuser, 905, "/big.bin");
+    assert!(held.len() >= 800, "only {} connections opened", held.len());
+    // Everyone else is still served, at once.
+    let started = Instant::now();
+    let health = get(&format!("{}/api/v1/health", server.url));
+    assert_eq!(health.status, 200, "{}", health.raw);
+    let posted = post_json(&server.submissions(), &serde_json::to_vec(&report(1, 1)).unwrap());
+    assert_eq!(posted.status, 201, "{}", posted.raw);
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(3), "other clients waited {waited:?} behind the slow readers");
+    // The abuser's connections beyond its share were closed at once...
+    let refused = held.iter().filter(|s| closed_now(s)).count();
+    eprintln!("{refused} of {} slow-read connections closed at once", held.len());
+    assert!(refused >= held.len() - 64, "only {refused} of {} closed at once", held.len());
+    // ...and the ones it was given once their writes stalled for the write timeout (4 s).
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(started.elapsed()));
+    let open: Vec<usize> = (0..held.len()).filter(|&i| !drained_to_close(&mut held[i])).collect();
+    assert!(open.is_empty(), "{} stalled connections still open after the write timeout", open.len());
+    eprintln!("all {} slow-read connections closed after {:.1} s", held.len(), started.elapsed().as_secs_f64());
+}
+
+// ---------------------------------------------------------------------------------------------
+// (b) Cross-site posts
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn posts_must_be_json_and_not_from_a_foreign_origin() {
+    let tmp = TempDir::new("abuse-csrf");
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "0"]);
+    let body = serde_json::to_vec(&report(2, 1)).unwrap();
+    // What an HTML form or a "simple" cross-site fetch sends: no Content-Type, or text/plain.
+    let a = post(&server.submissions(), &body, &[]);
+    assert_eq!((a.status, a.json["error"].as_str()), (415, Some("unsupported_media_type")), "{}", a.raw);
+    let a = post(&server.submissions(), &body, &[("content-type", "text/plain")]);
+    assert_eq!(a.status, 415, "{}", a.raw);
+    // A page on another site.
+    let a = post(&server.submissions(), &body, &[("content-type", "application/json"), ("origin", "https://evil.example")]);
+    assert_eq!((a.status, a.json["error"].as_str()), (403, Some("forbidden_origin")), "{}", a.raw);
+    let a = post(&server.submissions(), &body, &[("content-type", "application/json"), ("origin", "null")]);
+    assert_eq!(a.status, 403, "{}", a.raw);
+    // The site itself, and clients that send no Origin (the probe, curl), are served.
+    let own = server.url.clone();
+    let a = post(&server.submissions(), &body, &[("content-type", "application/json"), ("origin", own.as_str())]);
+    assert_eq!(a.status, 201, "{}", a.raw);
+    let a = post_json(&server.submissions(), &serde_json::to_vec(&report(2, 2)).unwrap());
+    assert_eq!(a.status, 201, "{}", a.raw);
+    // Nothing refused was stored.
+    let health = get(&format!("{}/api/v1/health", server.url));
+    assert_eq!(health.json["submissions"], 2, "{}", health.raw);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (c) Behind a reverse proxy
+// ---------------------------------------------------------------------------------------------
+
+fn post_via(server: &Ingest, from: IpAddr, forwarded_for: &str, body: &[u8]) -> u16 {
+    let request = format!(
+        "POST /api/v1/submissions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Forwarded-For: {forwarded_for}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        body.len(),
+        String::from_utf8_lossy(body)
+    );
+    let answer = raw_request(server.addr, from, &request);
+    answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_limit() {
+    let tmp = TempDir::new("abuse-proxy");
+    // The proxy is 127.0.0.1; one submission a minute per client.
+    let server = Ingest::start(
+        &tmp.path().join("db.sqlite3"),
+        &["--rate-limit", "1", "--rate-burst", "1", "--trusted-proxy", "127.0.0.1"],
+    );
+    let proxy: IpAddr = "127.0.0.1".parse().unwrap();
+    let body = |n| serde_json::to_vec(&report(3, n)).unwrap();
+    // One abuser behind the proxy uses up its own allowance...
+    assert_eq!(post_via(&server, proxy, "203.0.113.5", &body(1)), 201);
+    assert_eq!(post_via(&server, proxy, "203.0.113.5", &body(2)), 429);
+    // ...and another client behind the same proxy is still served.
+    assert_eq!(post_via(&server, proxy, "198.51.100.7", &body(3)), 201);
+    // A client that claims to be forwarded but does not come from the proxy is limited by its
+    // own address: the header is ignored.
+    let direct: IpAddr = "127.0.0.3".parse().unwrap();
+    assert_eq!(post_via(&server, direct, "192.0.2.1", &body(4)), 201);
+    assert_eq!(post_via(&server, direct, "192.0.2.2", &body(5)), 429);
+    // A chain: the client is the address the trusted proxy saw (the last one it appended), not
+    // what the client wrote in front of it.
+    assert_eq!(post_via(&server, proxy, "10.9.9.9, 198.51.100.7", &body(6)), 429);
+}
+
+#[test]
+fn without_trusted_proxies_forwarding_headers_are_ignored() {
+    let tmp = TempDir::new("abuse-noproxy");
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "1", "--rate-burst", "1"]);
+    let me: IpAddr = "127.0.0.1".parse().unwrap();
+    let body = |n| serde_json::to_vec(&report(4, n)).unwrap();
+    assert_eq!(post_via(&server, me, "203.0.113.5", &body(1)), 201);
+    assert_eq!(post_via(&server, me, "203.0.113.6", &body(2)), 429);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) Health
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn health_says_when_writes_fail() {
+    let tmp = TempDir::new("abuse-health");
+    // A database capped at 1 MiB stands in for a full disk: SQLite answers "database or disk is
+    // full" (SQLITE_FULL) to the writes past it, as it does when the disk fills.
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "0", "--max-db-mib", "1"]);
+    let health_url = format!("{}/api/v1/health", server.url);
+    let h = get(&health_url);
+    assert_eq!((h.status, h.json["database"].as_str(), h.json["writes"].as_str()), (200, Some("ok"), Some("ok")), "{}", h.raw);
+    let mut stored = 0u64;
+    let mut failed = None;
+    for n in 0..2000 {
+        let a = post_json(&server.submissions(), &serde_json::to_vec(&report(5, n)).unwrap());
+        match a.status {
+            201 => stored += 1,
+            503 => {
+                assert_eq!(a.json["error"], "database_unavailable", "{}", a.raw);
+                failed = Some(n);
+                break;
+            }
+            other => panic!("unexpected {other}: {}", a.raw),
+        }
+    }
+    assert!(failed.is_some(), "the capped database never filled ({stored} stored)");
+    let h = get(&health_url);
+    assert_eq!(h.status, 503, "{}", h.raw);
+    assert_eq!(h.json["error"], "writes_failing", "{}", h.raw);
+    assert_eq!(h.json["writes"], "failing", "{}", h.raw);
+    // Reads still work, and the count is what was stored.
+    assert_eq!(h.json["submissions"], stored, "{}", h.raw);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (e) Long path segments
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_path_segment_too_long_for_a_file_name_is_404() {
+    let tmp = TempDir::new("abuse-longpath");
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &[]);
+    for len in [255usize, 256, 300, 5000] {
+        for path in [format!("/{}", "a".repeat(len)), format!("/en/{}", "b".repeat(len)), format!("/{}.js", "c".repeat(len))] {
+            let a = get(&format!("{}{path}", server.url));
+            assert_eq!(a.status, 404, "{len}-byte segment: {} {}", a.status, a.raw);
+            assert!(!a.raw.is_empty(), "{len}-byte segment: empty body");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (f) Duplicate keys, (g) numbers
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn duplicate_json_keys_are_refused() {
+    let tmp = TempDir::new("abuse-dupkeys");
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "0"]);
+    let text = serde_json::to_string(&report(6, 1)).unwrap();
+    // The same key twice at the top level, and inside a nested object.
+    let top = text.replacen("{", "{\"run_seconds\":1.0,", 1);
+    let nested = text.replacen("\"device\":{", "\"device\":{\"name\":\"NVIDIA H200\",", 1);
+    for body in [top, nested] {
+        assert_ne!(body, text);
+        let a = post_json(&server.submissions(), body.as_bytes());
+        assert_eq!((a.status, a.json["error"].as_str()), (400, Some("invalid_json")), "{}", a.raw);
+        assert!(a.json["message"].as_str().unwrap().contains("duplicate key"), "{}", a.raw);
+    }
+}
+
+#[test]
+fn numbers_are_stored_exactly_and_one_value_is_one_document() {
+    let tmp = TempDir::new("abuse-numbers");
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "0"]);
+    // A float whose shortest text needs all 17 digits (one ulp above 30.1).
+    let exact = f64::from_bits(30.1f64.to_bits() + 1);
+    let mut v = report(7, 0);
+    v["run_seconds"] = json!(exact);
+    let sent = serde_json::to_string(&v).unwrap();
+    assert!(sent.contains(&format!("{exact:?}")), "{exact:?} not in the sent text");
+    let a = post_json(&server.submissions(), sent.as_bytes());
+    assert_eq!(a.status, 201, "{}", a.raw);
+    let back = get(&format!("{}{}", server.url, a.json["url"].as_str().unwrap()));
+    let stored = back.json["document"]["run_seconds"].as_f64().unwrap();
+    assert_eq!(stored.to_bits(), exact.to_bits(), "sent {exact:?}, stored {stored:?}");
+    // 35 and 35.0 (and 3.5e1) are the same number: the same document.
+    let with = |text: &str| {
+        let mut v = report(7, 0);
+        v["run_seconds"] = json!(0);
+        serde_json::to_string(&v).unwrap().replace("\"run_seconds\":0", &format!("\"run_seconds\":{text}"))
+    };
+    let first = post_json(&server.submissions(), with("35").as_bytes());
+    assert_eq!(first.status, 201, "{}", first.raw);
+    for text in ["35.0", "3.5e1", "35.000"] {
+        let again = post_json(&server.submissions(), with(text).as_bytes());
+        assert_eq!((again.status, &again.json["id"]), (200, &first.json["id"]), "{text}: {}", again.raw);
+        assert_eq!(again.json["duplicate"], true);
+    }
+}
