@@ -368,3 +368,95 @@ fn numbers_are_stored_exactly_and_one_value_is_one_document() {
         assert_eq!(again.json["duplicate"], true);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Crowd measurements that one script cannot fake
+// ---------------------------------------------------------------------------------------------
+
+fn dataset_cmd(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(headroom_e2e::bin("dataset", "dataset")).args(args).output().expect("dataset runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn post_forwarded(server: &Ingest, body: &Value, client: &str) -> String {
+    let a = answer(
+        agent()
+            .post(&server.submissions())
+            .header("content-type", "application/json")
+            .header("x-forwarded-for", client)
+            .send(&serde_json::to_vec(body).unwrap()[..]),
+    );
+    assert_eq!(a.status, 201, "{}", a.raw);
+    a.json["id"].as_str().unwrap().to_string()
+}
+
+/// The published median (`usable_bytes` of the H200, in the built data the site loads).
+fn published_usable(tmp: &Path, dbs: &str, ds: &str) -> (u32, f64) {
+    let (ok, out, err) = dataset_cmd(&["aggregate", "--db", dbs, "--data", ds]);
+    assert!(ok, "{out}{err}");
+    let site = tmp.join("site");
+    let (ok, _, err) = dataset_cmd(&["build", "--data", ds, "--out", site.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let built = headroom_core::Dataset::from_json(&std::fs::read_to_string(site.join("data/en.json")).unwrap()).unwrap();
+    let a = built.aggregate("h200/usable_bytes").expect("the H200 aggregate is published");
+    (a.submitters, a.median)
+}
+
+#[test]
+fn three_install_ids_from_one_network_are_one_submitter_and_cannot_change_a_published_number() {
+    let tmp = TempDir::new("abuse-crowd");
+    let db = tmp.path().join("db.sqlite3");
+    let dbs = db.to_str().unwrap().to_string();
+    let data = tmp.path().join("data");
+    headroom_e2e::copy_tree(&repo_root().join("dataset/data"), &data);
+    let ds = data.to_str().unwrap().to_string();
+    // A proxy in front (127.0.0.1) forwards each client's address.
+    let server = Ingest::start(&db, &["--rate-limit", "0", "--trusted-proxy", "127.0.0.1"]);
+    let with_usable = |install: u64, usable: u64| {
+        let mut v = report(install, install);
+        v["memory"]["usable_bytes"] = json!(usable);
+        v
+    };
+    // Four real users on four networks: 149.0, 149.5, 149.5 and 149.5 GB usable.
+    let real = [
+        (80, 149_000_000_000u64, "203.0.113.10"),
+        (81, 149_500_000_000, "198.51.100.20"),
+        (82, 149_500_000_000, "192.0.2.30"),
+        (83, 149_500_000_000, "100.64.1.40"),
+    ];
+    let mut ids = Vec::new();
+    for (install, usable, client) in real {
+        ids.push(post_forwarded(&server, &with_usable(install, usable), client));
+    }
+    for id in &ids {
+        assert!(dataset_cmd(&["review", "--db", &dbs, "--accept", id]).0);
+    }
+    let before = published_usable(tmp.path(), &dbs, &ds);
+    assert_eq!(before, (4, 149_500_000_000.0));
+    // One script: three made-up install ids from one network (three addresses in one /24), a low
+    // value, seconds apart. Counted as three submitters they would outvote the real users
+    // (median 149.0 of seven); counted as one, the median of five stays 149.5.
+    let mut fake = Vec::new();
+    for (i, client) in ["100.70.9.77", "100.70.9.78", "100.70.9.79"].iter().enumerate() {
+        fake.push(post_forwarded(&server, &with_usable(90 + i as u64, 100_000_000_000), client));
+    }
+    // The reviewer sees them as one cluster, with short opaque tags and no install id.
+    let (ok, out, err) = dataset_cmd(&["review", "--db", &dbs]);
+    assert!(ok, "{err}");
+    assert!(out.contains("cluster: 3 reports, 1 prefix (") && out.contains("3 install ids"), "{out}");
+    for id in &fake {
+        assert!(out.contains(id.as_str()), "{out}");
+    }
+    assert!(!out.contains(&hex32(90)), "no install id in the review list: {out}");
+    // Even accepted, they are one submitter more, and the published median does not move.
+    for id in &fake {
+        assert!(dataset_cmd(&["review", "--db", &dbs, "--accept", id]).0);
+    }
+    let after = published_usable(tmp.path(), &dbs, &ds);
+    assert_eq!(after, (5, 149_500_000_000.0), "one network is one submitter: the published number is unchanged");
+    // The tags are private: the API and the aggregates file carry none of them.
+    let doc = get(&format!("{}/{}", server.submissions(), fake[0]));
+    assert!(!doc.raw.contains("prefix") && !doc.raw.contains("agent_tag"), "{}", doc.raw);
+    let text = std::fs::read_to_string(data.join("measurements/aggregates.toml")).unwrap();
+    assert!(!text.contains("prefix_tag") && !text.contains("100.70.9"), "{text}");
+}

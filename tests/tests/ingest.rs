@@ -87,6 +87,20 @@ fn post(url: &str, body: &[u8]) -> Answer {
     post_with(&agent(), url, body, "application/json").unwrap_or_else(|e| panic!("POST {url}: {e}"))
 }
 
+/// A POST as a trusted reverse proxy forwards it for the client at `client`.
+fn post_from(url: &str, body: &[u8], client: &str) -> Answer {
+    answer(agent().post(url).header("content-type", "application/json").header("x-forwarded-for", client).send(body))
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"))
+}
+
+/// Moves a stored submission's arrival time (the server records it; real submitters arrive over
+/// days, a test in seconds).
+fn set_received_at(db: &Path, id: &str, at: &str) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(conn.execute("UPDATE submissions SET received_at = ?1 WHERE id = ?2", rusqlite::params![at, id]).unwrap(), 1);
+}
+
 fn get(url: &str) -> Answer {
     answer(agent().get(url).call()).unwrap_or_else(|e| panic!("GET {url}: {e}"))
 }
@@ -685,20 +699,26 @@ fn review_and_aggregate_turn_accepted_submissions_into_built_evidence() {
     let tmp = TempDir::new("ingest-aggregate");
     let db = tmp.path().join("db.sqlite3");
     let dbs = db.to_str().unwrap().to_string();
-    let server = Ingest::unlimited(&db);
-    // Three independent submitters (one of them twice), one report to reject, one unknown GPU.
+    // Behind a trusted proxy (127.0.0.1), so that each submitter comes from its own network.
+    let server = Ingest::start(&db, &["--rate-limit", "0", "--trusted-proxy", "127.0.0.1"]);
+    // Three independent submitters on three networks (one of them twice), one report to reject,
+    // one unknown GPU.
     let mut ids = Vec::new();
     for (install, n, usable) in [(60, 0, 149_540_000_000u64), (61, 0, 149_550_000_000), (62, 0, 149_555_000_000), (62, 1, 149_000_000_000)] {
         let mut v = report(install, n);
         v["memory"]["usable_bytes"] = json!(usable);
-        let a = post(&server.submissions(), &bytes(&v));
+        let a = post_from(&server.submissions(), &bytes(&v), &format!("203.0.{install}.9"));
         assert_eq!(a.status, 201, "{}", a.raw);
         ids.push(a.json["id"].as_str().unwrap().to_string());
     }
-    let bad = post(&server.submissions(), &bytes(&report(63, 0))).json["id"].as_str().unwrap().to_string();
+    let bad = post_from(&server.submissions(), &bytes(&report(63, 0)), "203.0.63.9").json["id"].as_str().unwrap().to_string();
     let mut v = report(64, 0);
     v["device"]["name"] = json!("NVIDIA Hypothetical X1");
-    let unknown = post(&server.submissions(), &bytes(&v)).json["id"].as_str().unwrap().to_string();
+    let unknown = post_from(&server.submissions(), &bytes(&v), "203.0.64.9").json["id"].as_str().unwrap().to_string();
+    // The submissions arrived over ten days (as they would from real users), not in one second.
+    for (day, id) in ids.iter().enumerate() {
+        set_received_at(&db, id, &format!("2026-11-{:02}T10:00:00.000Z", 1 + 3 * day));
+    }
 
     // The queue lists all six; rejecting needs a reason; unknown ids are errors.
     let (ok, out, _) = dataset(&["review", "--db", &dbs]);
@@ -743,8 +763,12 @@ fn review_and_aggregate_turn_accepted_submissions_into_built_evidence() {
     assert!(dataset(&["aggregate", "--db", &dbs, "--data", &ds]).0);
     assert_eq!(std::fs::read_to_string(data.join("measurements/aggregates.toml")).unwrap(), text);
 
-    // A claim citing the aggregate: verified by three independent submitters whose median agrees.
+    // A claim citing the aggregate: three independent submitters over days whose median agrees
+    // make it qualified; crowd measurements alone never make it verified.
     let claim = |verdict: &str, gib: f64| {
+        let correction = if verdict == "verified" { String::new() } else {
+            r#"correction = { pt = "a", es = "b", zh = "c", it = "d", en = "Measured by probe submissions only." }"#.to_string()
+        };
         format!(
             r#"
 [[claim]]
@@ -755,6 +779,7 @@ value = {{ number = {gib}, unit = "GiB", approx = true }}
 gpus = ["h200"]
 statement = {{ pt = "a", es = "b", zh = "c", it = "d", en = "One process can allocate about {gib} GiB on an H200." }}
 note = {{ pt = "a", es = "b", zh = "c", it = "d", en = "Median of accepted probe submissions." }}
+{correction}
 [[claim.sources]]
 kind = "measurement"
 title = "Headroom probe submissions"
@@ -768,13 +793,19 @@ why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "aggregated probe submissi
 "#
         )
     };
+    std::fs::write(data.join("claims/zz-measured.toml"), claim("qualified", 139.27)).unwrap();
+    let (ok, out, err) = dataset(&["check", "--data", &ds]);
+    assert!(ok, "{out}{err}\naggregates:\n{text}");
+    assert!(!out.contains("review claim"), "{out}");
     std::fs::write(data.join("claims/zz-measured.toml"), claim("verified", 139.27)).unwrap();
+    let (ok, _, err) = dataset(&["check", "--data", &ds]);
+    assert!(!ok && err.contains("crowd measurements alone"), "{err}");
+    // An aggregate that disagrees flags the claim for review; it does not fail the check.
+    std::fs::write(data.join("claims/zz-measured.toml"), claim("qualified", 120.0)).unwrap();
     let (ok, out, err) = dataset(&["check", "--data", &ds]);
     assert!(ok, "{out}{err}");
-    std::fs::write(data.join("claims/zz-measured.toml"), claim("verified", 120.0)).unwrap();
-    let (ok, _, err) = dataset(&["check", "--data", &ds]);
-    assert!(!ok && err.contains("does not agree with the claim's value"), "{err}");
-    std::fs::write(data.join("claims/zz-measured.toml"), claim("verified", 139.27)).unwrap();
+    assert!(out.contains("review claim h200-usable-memory-measured") && out.contains("does not agree"), "{out}");
+    std::fs::write(data.join("claims/zz-measured.toml"), claim("qualified", 139.27)).unwrap();
 
     // The build carries the aggregates (and the claim's submitter count) into the site's data.
     let site = tmp.path().join("site");
@@ -783,7 +814,7 @@ why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "aggregated probe submissi
     for file in ["dataset.json", "en.json", "zh.json"] {
         let built = headroom_core::Dataset::from_json(&std::fs::read_to_string(site.join("data").join(file)).unwrap()).unwrap();
         let usable = built.aggregate("h200/usable_bytes").unwrap_or_else(|| panic!("{file} lacks the aggregate"));
-        assert_eq!((usable.count, usable.submitters), (4, 3), "{file}");
+        assert_eq!((usable.count, usable.submitters, usable.spread_days), (4, 3, 6.0), "{file}");
         // The median of the submitters' medians (62 sent two: 149.0e9 and 149.555e9 → 149.2775e9),
         // so 62's low run moves it by one vote only: median(149.2775e9, 149.54e9, 149.55e9).
         assert_eq!(usable.median, 149_540_000_000.0);
@@ -917,6 +948,8 @@ source = { kind = "source-code", title = "probe/src/sim.rs", url = "https://exam
     let (ok, out, err) = dataset(&["review", "--db", &dbs, "--data", &ds]);
     assert!(ok, "{err}");
     assert!(out.contains("3 pending") && out.matches("headroom-simulated").count() == 3, "{out}");
+    // Three installs from one network in seconds: flagged for the reviewer as one cluster.
+    assert!(out.contains("cluster: 3 reports, 1 prefix (") && out.contains("3 install ids"), "{out}");
     for id in &ids {
         let (ok, out, err) = dataset(&["review", "--db", &dbs, "--accept", id]);
         assert!(ok && out.contains("pending -> accepted"), "{out}{err}");
@@ -934,7 +967,8 @@ source = { kind = "source-code", title = "probe/src/sim.rs", url = "https://exam
     for file in ["dataset.json", "en.json", "pt.json"] {
         let built = headroom_core::Dataset::from_json(&std::fs::read_to_string(site.join("data").join(file)).unwrap()).unwrap();
         let usable = built.aggregate("headroom-simulated/usable_bytes").unwrap_or_else(|| panic!("{file}: no aggregate"));
-        assert_eq!((usable.count, usable.submitters, usable.median), (3, 3, (12u64 << 30) as f64), "{file}");
+        // Three installs, but one network (this machine's loopback): one independent submitter.
+        assert_eq!((usable.count, usable.submitters, usable.median), (3, 1, (12u64 << 30) as f64), "{file}");
         let h2d = built.aggregate("headroom-simulated/h2d_pinned_gbs").unwrap();
         assert_eq!((h2d.min, h2d.max), (24.0, 24.0));
         assert_eq!(built.measurements.len(), headroom_core::report::MEASUREMENTS.len(), "{file}: one per measurement");

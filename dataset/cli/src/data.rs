@@ -52,6 +52,9 @@ pub fn check(dir: &Path, i18n: &Path) -> Result<(), String> {
         "dataset check: OK: {n} guides in {} languages, {refs} claim references resolved",
         guides.len()
     );
+    for (claim, why) in headroom_core::check::review_flags(d) {
+        println!("dataset check: review claim {claim}: {why}");
+    }
     Ok(())
 }
 

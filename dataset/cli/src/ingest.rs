@@ -130,6 +130,98 @@ impl RateLimiter {
     }
 }
 
+/// HMAC-SHA256 (RFC 2104) of `msg` under `key`.
+pub fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
+    let mut k = [0u8; 64];
+    if key.len() > 64 {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let pad = |b: u8| k.map(|x| x ^ b);
+    let inner = Sha256::new().chain_update(pad(0x36)).chain_update(msg).finalize();
+    Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize().into()
+}
+
+/// The network a client address belongs to, as independence is judged: IPv4 /24, IPv6 /48
+/// (IPv4-mapped IPv6 addresses as IPv4).
+pub fn network_prefix(ip: IpAddr) -> String {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    };
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            format!("{}.{}.{}.0/24", o[0], o[1], o[2])
+        }
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            format!("{:x}:{:x}:{:x}::/48", s[0], s[1], s[2])
+        }
+    }
+}
+
+/// Opaque, keyed tags of where a submission came from (its network prefix, its user agent):
+/// stored privately with the submission, never published. Without the server secret a tag cannot
+/// be tied back to an address, nor made up for one.
+pub struct Tagger {
+    secret: Vec<u8>,
+}
+
+impl Tagger {
+    pub fn new(secret: Vec<u8>) -> Tagger {
+        Tagger { secret }
+    }
+
+    fn tag(&self, kind: &str, value: &str) -> String {
+        let mac = hmac_sha256(&self.secret, format!("{kind}\0{value}").as_bytes());
+        mac[..8].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn prefix_tag(&self, ip: IpAddr) -> String {
+        self.tag("prefix", &network_prefix(ip))
+    }
+
+    pub fn agent_tag(&self, user_agent: &str) -> String {
+        self.tag("agent", user_agent)
+    }
+}
+
+/// The server secret in `path` (hex, at least 16 bytes), created with 32 random bytes (readable by
+/// its owner only) when the file does not exist.
+pub fn load_or_create_secret(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    let parse = |text: &str| -> Result<Vec<u8>, String> {
+        let t = text.trim();
+        let bytes: Option<Vec<u8>> =
+            (t.len() % 2 == 0).then(|| (0..t.len()).step_by(2).map(|i| u8::from_str_radix(t.get(i..i + 2)?, 16).ok()).collect()).flatten();
+        match bytes {
+            Some(b) if b.len() >= 16 => Ok(b),
+            _ => Err(format!("{}: the server secret must be at least 32 hex digits", path.display())),
+        }
+    };
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse(&text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut b = [0u8; 32];
+            getrandom::fill(&mut b).map_err(|e| format!("no randomness from the OS: {e}"))?;
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+            }
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            use std::io::Write;
+            let mut f = options.open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            f.write_all(format!("{hex}\n").as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(b.to_vec())
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
 /// An address block (`10.0.0.0/8`, `::1/128`, or one address): the trusted proxies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IpNet {
@@ -363,5 +455,49 @@ mod tests {
         drop(s1);
         assert_eq!(c.held(a), 1);
         assert!(c.acquire(a).is_some());
+    }
+
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        // RFC 4231 test case 2.
+        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        // Test case 6: a key longer than the block.
+        let mac = hmac_sha256(&[0xaa; 131], b"Test Using Larger Than Block-Size Key - Hash Key First");
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    }
+
+    #[test]
+    fn prefixes_group_a_network_and_tags_need_the_secret() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(network_prefix(ip("203.0.113.77")), "203.0.113.0/24");
+        assert_eq!(network_prefix(ip("::ffff:203.0.113.9")), "203.0.113.0/24");
+        assert_eq!(network_prefix(ip("2001:db8:abcd:12::1")), "2001:db8:abcd::/48");
+        let t = Tagger::new(vec![1; 32]);
+        assert_eq!(t.prefix_tag(ip("203.0.113.1")), t.prefix_tag(ip("203.0.113.200")));
+        assert_ne!(t.prefix_tag(ip("203.0.113.1")), t.prefix_tag(ip("203.0.114.1")));
+        assert_ne!(t.prefix_tag(ip("203.0.113.1")), Tagger::new(vec![2; 32]).prefix_tag(ip("203.0.113.1")));
+        assert_eq!(t.prefix_tag(ip("203.0.113.1")).len(), 16);
+        assert_ne!(t.agent_tag("probe/0.1"), t.prefix_tag(ip("203.0.113.1")));
+    }
+
+    #[test]
+    fn the_secret_is_made_once_and_kept() {
+        let dir = std::env::temp_dir().join(format!("headroom-secret-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("server.secret");
+        let a = load_or_create_secret(&path).unwrap();
+        assert_eq!(a.len(), 32);
+        assert_eq!(load_or_create_secret(&path).unwrap(), a);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+        std::fs::write(&path, "abc").unwrap();
+        assert!(load_or_create_secret(&path).unwrap_err().contains("32 hex digits"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -128,6 +128,11 @@ enum Command {
         /// `/api/v1/health` says so).
         #[arg(long, value_name = "MIB")]
         max_db_mib: Option<u64>,
+        /// The server secret that keys the private origin tags (network prefix, user agent) of
+        /// each submission; created (32 random bytes, owner-only) if missing. Default: beside the
+        /// database, `<db>.secret`.
+        #[arg(long, value_name = "PATH")]
+        secret_file: Option<PathBuf>,
     },
     /// List pending submissions, or accept or reject one.
     Review {
@@ -204,7 +209,9 @@ fn main() -> ExitCode {
             max_connections_per_client,
             write_timeout,
             max_db_mib,
+            secret_file,
         } => serve::run(serve::Options {
+            secret_file: secret_file.unwrap_or_else(|| db.with_extension("secret")),
             addr,
             db,
             site,

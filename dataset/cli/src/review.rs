@@ -34,21 +34,71 @@ fn gib(b: u64) -> String {
     format!("{:.2}", b as f64 / (1u64 << 30) as f64)
 }
 
-/// One line per pending submission: id, received, GPU (and the catalog id it matched), key figures.
+/// Short opaque tags a reviewer can compare by eye: the install id (hashed here, never shown),
+/// and the first characters of the server's keyed network-prefix and user-agent tags. `-` where
+/// the server did not record one (submissions stored before it did).
+fn tags(s: &Submission, install_id: Option<&str>) -> (String, String, String) {
+    let short = |t: Option<&str>| t.map(|t| t.chars().take(6).collect()).unwrap_or_else(|| "-".to_string());
+    let install = install_id.map(|i| crate::ingest::content_hash(&format!("install\0{i}")));
+    (short(install.as_deref()), short(s.prefix_tag.as_deref()), short(s.agent_tag.as_deref()))
+}
+
+/// Submissions from one network prefix under several install ids, or many from one network in a
+/// short time: what one script making up install ids looks like. One line per cluster, e.g.
+/// "3 reports, 1 prefix (3f9a1c), 3 install ids, 40 s apart".
+pub fn clusters(subs: &[Submission]) -> Vec<String> {
+    let mut by_prefix: std::collections::BTreeMap<&str, Vec<&Submission>> = std::collections::BTreeMap::new();
+    for s in subs {
+        if let Some(p) = s.prefix_tag.as_deref() {
+            by_prefix.entry(p).or_default().push(s);
+        }
+    }
+    let mut out = Vec::new();
+    for (prefix, group) in by_prefix {
+        if group.len() < 2 {
+            continue;
+        }
+        let installs: std::collections::BTreeSet<String> = group
+            .iter()
+            .filter_map(|s| serde_json::from_str::<Value>(&s.document).ok())
+            .filter_map(|v| v["device"]["install_id"].as_str().map(str::to_owned))
+            .collect();
+        let times: Vec<f64> = group.iter().filter_map(|s| report::unix_seconds(&s.received_at)).collect();
+        let span = times.iter().copied().reduce(f64::max).unwrap_or(0.0) - times.iter().copied().reduce(f64::min).unwrap_or(0.0);
+        let apart = if span < 120.0 { format!("{span:.0} s apart") } else if span < 7200.0 { format!("{:.0} min apart", span / 60.0) } else { format!("{:.1} h apart", span / 3600.0) };
+        let ids: Vec<&str> = group.iter().map(|s| s.id.as_str()).collect();
+        out.push(format!(
+            "{} reports, 1 prefix ({}), {} install id{}, {apart}: {}",
+            group.len(),
+            &prefix[..prefix.len().min(6)],
+            installs.len(),
+            if installs.len() == 1 { "" } else { "s" },
+            ids.join(" ")
+        ));
+    }
+    out
+}
+
+/// One line per pending submission: id, received, who (opaque tags), GPU (and the catalog id it
+/// matched), key figures.
 fn pending_table(pending: &[Submission], gpus: &[Gpu]) -> String {
     let mut out = format!(
-        "{:<22}  {:<19}  {:<32}  {:<18}  {:>9}  {:>9}  {:>8}  {:>9}  {}\n",
-        "id", "received (UTC)", "GPU", "catalog", "total GiB", "usable", "H2D GB/s", "D2D GB/s", "probe"
+        "{:<22}  {:<19}  {:<6} {:<6} {:<6}  {:<32}  {:<18}  {:>9}  {:>9}  {:>8}  {:>9}  {}\n",
+        "id", "received (UTC)", "instal", "net", "agent", "GPU", "catalog", "total GiB", "usable", "H2D GB/s", "D2D GB/s", "probe"
     );
     for s in pending {
         let received = s.received_at.get(..19).unwrap_or(&s.received_at).replace('T', " ");
         match serde_json::from_str::<Report>(&s.document) {
             Ok(r) => {
                 let catalog = report::match_gpu(&r.device.name, r.memory.total_bytes, gpus).map_or("(not in catalog)".to_string(), |g| g.id.clone());
+                let (install, net, agent) = tags(s, Some(&r.device.install_id));
                 out += &format!(
-                    "{:<22}  {:<19}  {:<32}  {:<18}  {:>9}  {:>9}  {:>8.1}  {:>9.1}  {}\n",
+                    "{:<22}  {:<19}  {:<6} {:<6} {:<6}  {:<32}  {:<18}  {:>9}  {:>9}  {:>8.1}  {:>9.1}  {}\n",
                     s.id,
                     received,
+                    install,
+                    net,
+                    agent,
                     printable(&r.device.name, 32),
                     catalog,
                     gib(r.memory.total_bytes),
@@ -94,22 +144,31 @@ pub fn review(db: &Path, data: &Path, accept: Option<&str>, reject: Option<&str>
         (None, None) => {}
     }
     let pending = store.list(Status::Pending).map_err(|e| e.to_string())?;
+    let accepted_list = store.list(Status::Accepted).map_err(|e| e.to_string())?;
+    // Clusters are looked for among everything that can still count: pending and accepted.
+    let flags = clusters(&pending.iter().chain(&accepted_list).cloned().collect::<Vec<_>>());
     if json {
         let rows: Vec<Value> = pending
             .iter()
             .map(|s| {
-                let doc = serde_json::from_str::<Value>(&s.document).map(|v| report::public_document(&v)).unwrap_or(Value::Null);
-                serde_json::json!({ "id": s.id, "received_at": s.received_at, "document": doc })
+                let parsed = serde_json::from_str::<Value>(&s.document).ok();
+                let install = parsed.as_ref().and_then(|v| v["device"]["install_id"].as_str().map(str::to_owned));
+                let (install, net, agent) = tags(s, install.as_deref());
+                let doc = parsed.map(|v| report::public_document(&v)).unwrap_or(Value::Null);
+                serde_json::json!({ "id": s.id, "received_at": s.received_at, "tags": {"install": install, "net": net, "agent": agent}, "document": doc })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"pending": rows, "clusters": flags})).map_err(|e| e.to_string())?);
         return Ok(());
     }
     let gpus = crate::serve::load_gpus(data).unwrap_or_default();
-    let accepted = store.list(Status::Accepted).map_err(|e| e.to_string())?.len();
+    let accepted = accepted_list.len();
     let rejected = store.list(Status::Rejected).map_err(|e| e.to_string())?.len();
     if !pending.is_empty() {
         print!("{}", pending_table(&pending, &gpus));
+    }
+    for f in &flags {
+        println!("cluster: {f}");
     }
     println!(
         "{} pending, {accepted} accepted, {rejected} rejected. `dataset review --accept ID` or `--reject ID --reason TEXT`; then `dataset aggregate`.",
@@ -129,7 +188,9 @@ fn aggregates_toml(aggregates: &[Aggregate]) -> Result<String, String> {
         "# Measurement evidence from accepted probe submissions, per catalog GPU and measurement.\n\
          # Written by `dataset aggregate` (do not edit by hand; see dataset/README.md).\n\
          # median: the median of each independent submitter's median; count: accepted reports;\n\
-         # submitters: distinct installs. Units: B, GB/s, us.\n{}{body}",
+         # submitters: independent submitters (reports sharing an install id or a network prefix are\n\
+         # one); spread_days: from the first report of the earliest to that of the latest.\n\
+         # Units: B, GB/s, us.\n{}{body}",
         if body.is_empty() { "" } else { "\n" }
     ))
 }
@@ -143,7 +204,7 @@ pub fn aggregate(db: &Path, data: &Path) -> Result<(), String> {
     let gpus = &loaded.dataset.gpus;
     let store = Sqlite::open(db)?;
     let accepted = store.list(Status::Accepted).map_err(|e| format!("database {}: {e}", db.display()))?;
-    let mut reports: Vec<(String, Report)> = Vec::new();
+    let mut reports: Vec<(String, Report, report::Origin)> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
     for s in &accepted {
         let checked = serde_json::from_str::<Value>(&s.document)
@@ -151,7 +212,7 @@ pub fn aggregate(db: &Path, data: &Path) -> Result<(), String> {
             .and_then(|v| report::check_value(&v, gpus).map_err(|r| r.message()));
         match checked {
             Ok(c) => match c.gpu {
-                Some(gpu) => reports.push((gpu, c.report)),
+                Some(gpu) => reports.push((gpu, c.report, report::Origin { prefix: s.prefix_tag.clone(), received_at: s.received_at.clone() })),
                 None => skipped.push(format!("{} ({}: not in the GPU catalog)", s.id, printable(&c.report.device.name, 40))),
             },
             Err(e) => skipped.push(format!("{} ({})", s.id, printable(&e, 120))),
@@ -185,6 +246,11 @@ pub fn aggregate(db: &Path, data: &Path) -> Result<(), String> {
     for s in &skipped {
         println!("  skipped {s}");
     }
+    if let Ok(l) = headroom_core::load::load(&files) {
+        for (claim, why) in headroom_core::check::review_flags(&l.dataset) {
+            println!("  review claim {claim}: {why}");
+        }
+    }
     match problems {
         None => Ok(()),
         Some(problems) => {
@@ -216,6 +282,7 @@ mod tests {
             unit: "B".into(),
             count: 3,
             submitters: 3,
+            spread_days: 12.5,
             median: 149554200576.0,
             min: 149554200576.0,
             max: 149554200577.0,

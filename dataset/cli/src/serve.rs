@@ -85,6 +85,7 @@ struct AppState {
     site: Arc<PathBuf>,
     gpus: Arc<Vec<Gpu>>,
     limiter: Arc<RateLimiter>,
+    tagger: Arc<crate::ingest::Tagger>,
 }
 
 /// The address of the client a request comes from: the peer, or behind a trusted reverse proxy
@@ -110,6 +111,8 @@ pub struct Options {
     pub write_timeout: Duration,
     /// Size the database may grow to; writes beyond fail as on a full disk.
     pub max_db_bytes: Option<u64>,
+    /// The server secret the origin tags are keyed with (created if missing).
+    pub secret_file: PathBuf,
 }
 
 /// A line on standard error (never standard output: whoever started the server may have stopped
@@ -210,7 +213,7 @@ fn too_large() -> Response {
 }
 
 /// `POST /api/v1/submissions`.
-async fn submit(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+async fn submit(State(state): State<AppState>, client: Option<axum::Extension<ClientAddr>>, headers: HeaderMap, body: Body) -> Response {
     // A page on another site can post cross-site without a preflight only as a form or as
     // text/plain: JSON is required, and an Origin other than this server's is refused.
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
@@ -256,11 +259,14 @@ async fn submit(State(state): State<AppState>, headers: HeaderMap, body: Body) -
         Ok(Ok(checked)) => match ingest::new_id() {
             Err(e) => Ok(Err(StoreError(e))),
             Ok(id) => {
+                let agent = headers.get(header::USER_AGENT).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()).unwrap_or_default();
                 let new = NewSubmission {
                     id,
                     content_hash: ingest::content_hash(&checked.canonical),
                     received_at: ingest::now_rfc3339(),
                     document: checked.canonical,
+                    prefix_tag: client.map(|c| state.tagger.prefix_tag(c.0 .0)),
+                    agent_tag: Some(state.tagger.agent_tag(&agent)),
                 };
                 // Answered by the database writer once the commit holding the row is on disk.
                 let (tx, rx) = tokio::sync::oneshot::channel();
@@ -469,12 +475,12 @@ fn router_with(state: AppState, site: &Path) -> Router {
         .with_state(state)
 }
 
-pub fn router(store: Arc<dyn Store>, site: &Path, gpus: Vec<Gpu>, limiter: RateLimiter) -> Result<Router, String> {
+pub fn router(store: Arc<dyn Store>, site: &Path, gpus: Vec<Gpu>, limiter: RateLimiter, tagger: crate::ingest::Tagger) -> Result<Router, String> {
     let index = site.join("index.html");
     let index_html = std::fs::read_to_string(&index).map_err(|e| {
         format!("{}: {e} (build the site first: `cargo xtask dist`)", index.display())
     })?;
-    let state = AppState { store, index_html: Arc::new(index_html), site: Arc::new(site.to_path_buf()), gpus: Arc::new(gpus), limiter: Arc::new(limiter) };
+    let state = AppState { store, index_html: Arc::new(index_html), site: Arc::new(site.to_path_buf()), gpus: Arc::new(gpus), limiter: Arc::new(limiter), tagger: Arc::new(tagger) };
     Ok(router_with(state, site))
 }
 
@@ -512,7 +518,8 @@ async fn shutdown() {
 pub fn run(o: Options) -> Result<(), String> {
     let gpus = load_gpus(&o.data)?;
     let store: Arc<dyn Store> = Arc::new(Sqlite::open_capped(&o.db, o.max_db_bytes)?);
-    let app = router(store, &o.site, gpus, RateLimiter::new(o.rate_limit, o.rate_burst))?;
+    let tagger = crate::ingest::Tagger::new(crate::ingest::load_or_create_secret(&o.secret_file)?);
+    let app = router(store, &o.site, gpus, RateLimiter::new(o.rate_limit, o.rate_burst), tagger)?;
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let (addr, site, db) = (o.addr, o.site, o.db);
     runtime.block_on(async move {

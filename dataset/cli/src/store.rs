@@ -79,6 +79,10 @@ pub struct NewSubmission {
     pub received_at: String,
     /// The canonical JSON (private fields included: they never leave the server).
     pub document: String,
+    /// Keyed hash of the submitter's network prefix (private).
+    pub prefix_tag: Option<String>,
+    /// Keyed hash of the submitter's user agent (private).
+    pub agent_tag: Option<String>,
 }
 
 /// What `insert_or_get` did.
@@ -99,6 +103,8 @@ pub struct Submission {
     pub reason: Option<String>,
     pub reviewed_at: Option<String>,
     pub document: String,
+    pub prefix_tag: Option<String>,
+    pub agent_tag: Option<String>,
 }
 
 /// What the server and the review and aggregate commands need from storage.
@@ -135,6 +141,10 @@ const MIGRATIONS: &[&str] = &[
     // 2: review time; the review queue and the aggregation read by status.
     "ALTER TABLE submissions ADD COLUMN reviewed_at TEXT;
      CREATE INDEX submissions_status ON submissions (status, received_at);",
+    // 3: where a submission came from, as keyed hashes (never published): the submitter's network
+    // prefix and user agent. Independent submitters are counted by them.
+    "ALTER TABLE submissions ADD COLUMN prefix_tag TEXT;
+     ALTER TABLE submissions ADD COLUMN agent_tag TEXT;",
 ];
 
 /// Largest number of inserts committed together.
@@ -288,12 +298,13 @@ fn commit_batch(conn: &mut Connection, jobs: &[Job]) -> Result<Vec<Result<Insert
     let mut results = Vec::with_capacity(jobs.len());
     {
         let mut insert = tx.prepare_cached(
-            "INSERT INTO submissions (id, content_hash, received_at, status, document) VALUES (?1, ?2, ?3, 'pending', ?4)
+            "INSERT INTO submissions (id, content_hash, received_at, status, document, prefix_tag, agent_tag)
+             VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6)
              ON CONFLICT (content_hash) DO NOTHING",
         )?;
         let mut existing = tx.prepare_cached("SELECT id, status FROM submissions WHERE content_hash = ?1")?;
         for (new, _) in jobs {
-            let result = match insert.execute(params![new.id, new.content_hash, new.received_at, new.document]) {
+            let result = match insert.execute(params![new.id, new.content_hash, new.received_at, new.document, new.prefix_tag, new.agent_tag]) {
                 Ok(1) => Ok(Inserted { id: new.id.clone(), created: true, status: Status::Pending }),
                 Ok(_) => existing
                     .query_row(params![new.content_hash], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
@@ -311,17 +322,19 @@ fn commit_batch(conn: &mut Connection, jobs: &[Job]) -> Result<Vec<Result<Insert
     Ok(results)
 }
 
-fn row_to_submission(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, String, Option<String>, Option<String>, String)> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+type Row = (String, String, String, Option<String>, Option<String>, String, Option<String>, Option<String>);
+
+fn row_to_submission(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
 }
 
-fn submission(row: (String, String, String, Option<String>, Option<String>, String)) -> Result<Submission, StoreError> {
-    let (id, received_at, status, reason, reviewed_at, document) = row;
+fn submission(row: Row) -> Result<Submission, StoreError> {
+    let (id, received_at, status, reason, reviewed_at, document, prefix_tag, agent_tag) = row;
     let status = Status::parse(&status).ok_or_else(|| StoreError(format!("submission {id}: unknown status `{status}`")))?;
-    Ok(Submission { id, received_at, status, reason, reviewed_at, document })
+    Ok(Submission { id, received_at, status, reason, reviewed_at, document, prefix_tag, agent_tag })
 }
 
-const COLUMNS: &str = "id, received_at, status, reason, reviewed_at, document";
+const COLUMNS: &str = "id, received_at, status, reason, reviewed_at, document, prefix_tag, agent_tag";
 
 impl Store for Sqlite {
     fn health(&self) -> Result<Health, StoreError> {
@@ -391,7 +404,14 @@ mod tests {
     }
 
     fn new(id: &str, hash: &str) -> NewSubmission {
-        NewSubmission { id: id.into(), content_hash: hash.into(), received_at: "2026-11-30T09:00:00.000Z".into(), document: "{}".into() }
+        NewSubmission {
+            id: id.into(),
+            content_hash: hash.into(),
+            received_at: "2026-11-30T09:00:00.000Z".into(),
+            document: "{}".into(),
+            prefix_tag: Some("0123456789abcdef".into()),
+            agent_tag: None,
+        }
     }
 
     #[test]

@@ -78,6 +78,10 @@ pub const DERIVATION_TOLERANCE: f64 = 0.005;
 /// Minimum number of independent, consistent measurements that verify a claim on their own.
 pub const MIN_INDEPENDENT_MEASUREMENTS: u32 = 3;
 
+/// Days an aggregate's independent submitters must be spread over (from the first report of the
+/// earliest to that of the latest) before it counts as evidence at all.
+pub const MIN_SPREAD_DAYS: f64 = 1.0;
+
 /// Checks every claim and catalog entry. `file_of` maps `kind:id` (e.g. `claim:x`, `gpu:rtx-4090`)
 /// to the file it came from.
 pub fn check(dataset: &Dataset, file_of: &BTreeMap<String, String>) -> Vec<Problem> {
@@ -311,12 +315,24 @@ fn check_claim_refs(c: &Claim, ds: &Dataset) -> Vec<String> {
     out
 }
 
-/// A measurement source citing an aggregate: Ok(true) when it is evidence (the aggregate exists,
-/// has at least [`MIN_INDEPENDENT_MEASUREMENTS`] independent submitters and, for a verified claim,
-/// its median agrees with the claim's value within the source's tolerance); Ok(false) when it is
-/// not (yet) evidence; Err for a reference that is wrong. Ok(false) for sources without `aggregate`.
-pub fn aggregate_evidence(c: &Claim, s: &Source, ds: &Dataset) -> Result<bool, String> {
-    let Some(key) = &s.aggregate else { return Ok(false) };
+/// What an aggregate a measurement source cites says about its claim.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AggregateEvidence {
+    /// Not an aggregate source.
+    NotAggregate,
+    /// Too few independent submitters, or not spread over [`MIN_SPREAD_DAYS`]: no evidence yet.
+    TooThin,
+    /// Enough independent submitters over time, and the median agrees with the claim's value.
+    Agrees,
+    /// Enough independent submitters over time, but the median does not agree: the claim is to be
+    /// reviewed (crowd measurements never fail the check on their own).
+    Disagrees(String),
+}
+
+/// A measurement source citing an aggregate: what it is evidence of ([`AggregateEvidence`]),
+/// or Err for a reference that is wrong (no such aggregate, units that do not convert).
+pub fn aggregate_evidence(c: &Claim, s: &Source, ds: &Dataset) -> Result<AggregateEvidence, String> {
+    let Some(key) = &s.aggregate else { return Ok(AggregateEvidence::NotAggregate) };
     let Some(a) = ds.aggregate(key) else {
         return Err(format!("no aggregate `{key}` in measurements/aggregates.toml (run `dataset aggregate`)"));
     };
@@ -339,8 +355,8 @@ pub fn aggregate_evidence(c: &Claim, s: &Source, ds: &Dataset) -> Result<bool, S
     if dim != adim {
         return Err(format!("the claim's unit `{}` does not convert to the aggregate's `{}`", v.unit, a.unit));
     }
-    if a.submitters < MIN_INDEPENDENT_MEASUREMENTS {
-        return Ok(false);
+    if a.submitters < MIN_INDEPENDENT_MEASUREMENTS || a.spread_days < MIN_SPREAD_DAYS {
+        return Ok(AggregateEvidence::TooThin);
     }
     let median = a.median * ascale / scale;
     let tol = s.tolerance.unwrap_or(MEASUREMENT_TOLERANCE);
@@ -348,13 +364,29 @@ pub fn aggregate_evidence(c: &Claim, s: &Source, ds: &Dataset) -> Result<bool, S
         (Some(x), _, _) => crate::derive::close(median, x, tol),
         (None, lo, hi) => lo.is_none_or(|lo| median >= lo * (1.0 - tol)) && hi.is_none_or(|hi| median <= hi * (1.0 + tol)),
     };
-    if c.verdict == Verdict::Verified && !agrees {
-        return Err(format!(
-            "the aggregate `{key}` has a median of {median} {} from {} submitters, which does not agree with the claim's value within {tol}",
-            v.unit, a.submitters
-        ));
+    Ok(if agrees {
+        AggregateEvidence::Agrees
+    } else {
+        AggregateEvidence::Disagrees(format!(
+            "the aggregate `{key}` has a median of {median} {} from {} independent submitters over {} days, which does not agree with the claim's value within {tol}",
+            v.unit, a.submitters, a.spread_days
+        ))
+    })
+}
+
+/// Claims to review: those whose cited aggregate (enough independent submitters, spread over
+/// time) disagrees with the claim's value. Printed by `dataset check` and `dataset aggregate`;
+/// never a check failure, so that crowd submissions cannot break the data's build.
+pub fn review_flags(ds: &Dataset) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for c in &ds.claims {
+        for s in &c.sources {
+            if let Ok(AggregateEvidence::Disagrees(why)) = aggregate_evidence(c, s, ds) {
+                out.push((c.id.clone(), why));
+            }
+        }
     }
-    Ok(true)
+    out
 }
 
 /// Evaluates a derivation source against the catalogs; None when it holds (or is not a derivation).
@@ -395,13 +427,21 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
     let primary = c.sources.iter().any(|s| s.kind.is_primary());
     let derived = c.sources.iter().any(|s| s.kind == SourceKind::Derivation);
     let measured = c.sources.iter().any(|s| {
-        s.kind == SourceKind::Measurement
-            && match &s.aggregate {
-                Some(_) => aggregate_evidence(c, s, ds) == Ok(true),
-                None => s.submitters.unwrap_or(0) >= MIN_INDEPENDENT_MEASUREMENTS,
-            }
+        s.kind == SourceKind::Measurement && s.aggregate.is_none() && s.submitters.unwrap_or(0) >= MIN_INDEPENDENT_MEASUREMENTS
     });
-    let evidence = primary || derived || measured;
+    // Crowd measurements (probe submissions, aggregated) are evidence, but they alone make a
+    // claim at most qualified: verified also needs a primary source or a derivation that agrees.
+    // An aggregate that disagrees is still evidence: the claim is flagged for review (see
+    // `review_flags`), never failed, so that submissions cannot break the check.
+    let crowd = c.sources.iter().any(|s| {
+        s.kind == SourceKind::Measurement && matches!(aggregate_evidence(c, s, ds), Ok(AggregateEvidence::Agrees | AggregateEvidence::Disagrees(_)))
+    });
+    let evidence = primary || derived || measured || crowd;
+    if c.verdict == Verdict::Verified && crowd && !(primary || derived || measured) {
+        out.push(format!(
+            "verified on crowd measurements alone: probe submissions make a claim at most qualified unless a primary source or a derivation agrees (or {MIN_INDEPENDENT_MEASUREMENTS} reproduced measurements)"
+        ));
+    }
     match c.verdict {
         Verdict::Verified if !evidence => out.push(format!(
             "verified needs a primary source, a derivation, or a measurement from at least {MIN_INDEPENDENT_MEASUREMENTS} independent submitters"
@@ -417,7 +457,8 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
                 ));
             }
         }
-        Verdict::Unverified if evidence => out.push(
+        // Crowd evidence arriving later flags the claim for review instead (see `review_flags`).
+        Verdict::Unverified if primary || derived || measured => out.push(
             "unverified but it has primary evidence: give the verdict that evidence supports".to_string(),
         ),
         _ => {}

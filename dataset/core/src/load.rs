@@ -265,6 +265,7 @@ measurement = "usable_bytes"
 unit = "B"
 count = 4
 submitters = 3
+spread_days = 9.0
 median = 23.5e9
 min = 23.4e9
 max = 23.6e9
@@ -287,6 +288,7 @@ source = { kind = "vendor-spec", title = "Spec", url = "https://example.org/spec
 "#;
 
     fn measured_claim(verdict: &str, value: &str) -> String {
+        let correction = if verdict == "verified" { "" } else { r#"correction = { pt = "a", es = "b", zh = "c", it = "d", en = "f" }"# };
         format!(
             r#"
 [[claim]]
@@ -296,6 +298,7 @@ verdict = "{verdict}"
 value = {value}
 statement = {{ pt = "a", es = "b", zh = "c", it = "d", en = "e" }}
 note = {{ pt = "a", es = "b", zh = "c", it = "d", en = "e" }}
+{correction}
 [[claim.sources]]
 kind = "measurement"
 title = "Probe submissions"
@@ -319,18 +322,34 @@ why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "aggregated" }}
     }
 
     #[test]
-    fn three_independent_submitters_whose_median_agrees_verify_a_claim() {
-        let loaded = load(&with_aggregates(&measured_claim("verified", r#"{ number = 21.9, unit = "GiB" }"#), AGGREGATES)).expect("verified");
+    fn three_independent_submitters_over_days_whose_median_agrees_qualify_a_claim() {
+        let loaded = load(&with_aggregates(&measured_claim("qualified", r#"{ number = 21.9, unit = "GiB" }"#), AGGREGATES)).expect("qualified");
         assert_eq!(loaded.dataset.measurements.len(), 1);
         // The built data carries the aggregate's submitter count.
         assert_eq!(loaded.dataset.claims[0].sources[0].submitters, Some(3));
+        assert!(crate::check::review_flags(&loaded.dataset).is_empty());
     }
 
     #[test]
-    fn a_median_that_disagrees_does_not_verify() {
-        let problems = load(&with_aggregates(&measured_claim("verified", r#"{ number = 24, unit = "GiB" }"#), AGGREGATES)).unwrap_err();
-        let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-        assert!(text.iter().any(|p| p.contains("does not agree with the claim's value")), "{text:?}");
+    fn crowd_measurements_alone_never_verify() {
+        let problems = load(&with_aggregates(&measured_claim("verified", r#"{ number = 21.9, unit = "GiB" }"#), AGGREGATES)).unwrap_err();
+        assert!(problems.iter().any(|p| p.message.contains("crowd measurements alone")), "{problems:?}");
+    }
+
+    #[test]
+    fn a_median_that_disagrees_flags_the_claim_for_review_without_failing() {
+        let loaded = load(&with_aggregates(&measured_claim("qualified", r#"{ number = 24, unit = "GiB" }"#), AGGREGATES)).expect("still checks");
+        let flags = crate::check::review_flags(&loaded.dataset);
+        assert_eq!(flags.len(), 1, "{flags:?}");
+        assert_eq!(flags[0].0, "measured");
+        assert!(flags[0].1.contains("does not agree with the claim's value"), "{flags:?}");
+    }
+
+    #[test]
+    fn submitters_within_a_day_are_not_evidence() {
+        let burst = AGGREGATES.replace("spread_days = 9.0", "spread_days = 0.01");
+        let problems = load(&with_aggregates(&measured_claim("qualified", r#"{ number = 21.9, unit = "GiB" }"#), &burst)).unwrap_err();
+        assert!(problems.iter().any(|p| p.message.contains("needs counter-evidence")), "{problems:?}");
     }
 
     #[test]

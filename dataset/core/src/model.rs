@@ -253,8 +253,13 @@ pub struct Aggregate {
     pub unit: String,
     /// Accepted reports.
     pub count: u32,
-    /// Distinct installs among them (independent submitters).
+    /// Independent submitters among them: reports that share an install id or a network prefix
+    /// are one submitter (one script with three made-up install ids on one network is one).
     pub submitters: u32,
+    /// Days between the first report of the earliest and of the latest independent submitter
+    /// (0 with one submitter): an aggregate counts as evidence only when it is spread over time.
+    #[serde(default)]
+    pub spread_days: f64,
     /// The median of each submitter's median.
     pub median: f64,
     pub min: f64,

@@ -941,25 +941,100 @@ fn median(sorted: &[f64]) -> f64 {
     if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 }
 }
 
-/// Aggregates accepted reports, each given with the catalog GPU id it matched. Per GPU and
-/// measurement: `count` (reports), `submitters` (distinct install ids), `median` (the median of
-/// each submitter's own median, so that one submitter sending many reports cannot move it), `min`,
-/// `max` (over all reports) and the probe versions seen. Sorted by GPU id, then measurement in
-/// [`MEASUREMENTS`] order. Install ids are only counted; none is in the output.
-pub fn aggregate(reports: &[(String, Report)]) -> Vec<Aggregate> {
+/// Where and when an accepted report came from, as the server recorded it: an opaque keyed
+/// hash of the submitter's network prefix (IPv4 /24, IPv6 /48; None for reports stored before
+/// it was recorded) and the time it was received (RFC 3339 UTC).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Origin {
+    pub prefix: Option<String>,
+    pub received_at: String,
+}
+
+/// Seconds since 1970 of an RFC 3339 UTC time (`2026-11-30T09:14:41.123Z`); None if it is not one.
+pub fn unix_seconds(t: &str) -> Option<f64> {
+    let b = t.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || !t.ends_with('Z') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| t.get(r).and_then(|x| x.parse::<i64>().ok());
+    let (y, mo, d, h, mi) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?);
+    let sec: f64 = t.get(17..t.len() - 1)?.parse().ok()?;
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || !(0.0..61.0).contains(&sec) {
+        return None;
+    }
+    // Days from civil date (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600 + mi * 60) as f64 + sec)
+}
+
+/// Groups reports into independent submitters: two reports are one submitter when they share an
+/// install id or a network prefix, directly or through other reports. Returns each report's
+/// group number.
+pub fn submitter_groups(reports: &[(&str, Option<&str>)]) -> Vec<usize> {
+    let mut parent: Vec<usize> = (0..reports.len()).collect();
+    fn root(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            p[i] = p[p[i]];
+            i = p[i];
+        }
+        i
+    }
+    let mut by_install: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut by_prefix: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, (install, prefix)) in reports.iter().enumerate() {
+        for first in [by_install.get(install).copied(), prefix.and_then(|p| by_prefix.get(p).copied())].into_iter().flatten() {
+            let (a, b) = (root(&mut parent, first), root(&mut parent, i));
+            parent[b] = a;
+        }
+        by_install.entry(install).or_insert(i);
+        if let Some(p) = prefix {
+            by_prefix.entry(p).or_insert(i);
+        }
+    }
+    let mut number: BTreeMap<usize, usize> = BTreeMap::new();
+    (0..reports.len())
+        .map(|i| {
+            let r = root(&mut parent, i);
+            let next = number.len();
+            *number.entry(r).or_insert(next)
+        })
+        .collect()
+}
+
+/// Aggregates accepted reports, each given with the catalog GPU id it matched and its origin.
+/// Per GPU and measurement: `count` (reports), `submitters` (independent submitters, see
+/// [`submitter_groups`]), `median` (the median of each submitter's own median, so that one
+/// submitter sending many reports, under as many install ids as it likes from one network, moves
+/// it by one vote at most), `min`, `max` (over all reports), `spread_days` and the probe versions
+/// seen. Sorted by GPU id, then measurement in [`MEASUREMENTS`] order. Install ids and prefixes
+/// are only counted; none is in the output.
+pub fn aggregate(reports: &[(String, Report, Origin)]) -> Vec<Aggregate> {
     let mut out = Vec::new();
-    let gpus: BTreeSet<&str> = reports.iter().map(|(g, _)| g.as_str()).collect();
+    let gpus: BTreeSet<&str> = reports.iter().map(|(g, _, _)| g.as_str()).collect();
     for gpu in gpus {
+        let mine: Vec<&(String, Report, Origin)> = reports.iter().filter(|(g, _, _)| g == gpu).collect();
+        let keys: Vec<(&str, Option<&str>)> = mine.iter().map(|(_, r, o)| (r.device.install_id.as_str(), o.prefix.as_deref())).collect();
+        let groups = submitter_groups(&keys);
         for kind in MEASUREMENTS {
-            let mut by_submitter: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+            let mut by_submitter: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+            let mut first_seen: BTreeMap<usize, f64> = BTreeMap::new();
             let mut all = Vec::new();
             let mut versions = BTreeSet::new();
-            for (g, r) in reports.iter().filter(|(g, _)| g == gpu) {
-                let _ = g;
+            for ((_, r, o), group) in mine.iter().zip(&groups) {
                 if let Some(x) = (kind.get)(r).filter(|x| x.is_finite()) {
-                    by_submitter.entry(r.device.install_id.as_str()).or_default().push(x);
+                    by_submitter.entry(*group).or_default().push(x);
                     all.push(x);
                     versions.insert(r.probe_version.clone());
+                    if let Some(t) = unix_seconds(&o.received_at) {
+                        let f = first_seen.entry(*group).or_insert(t);
+                        *f = f.min(t);
+                    }
                 }
             }
             if all.is_empty() {
@@ -974,12 +1049,18 @@ pub fn aggregate(reports: &[(String, Report)]) -> Vec<Aggregate> {
                 })
                 .collect();
             per_submitter.sort_by(f64::total_cmp);
+            let firsts: Vec<f64> = first_seen.values().copied().collect();
+            let spread = match (firsts.iter().copied().reduce(f64::min), firsts.iter().copied().reduce(f64::max)) {
+                (Some(a), Some(b)) => ((b - a) / 86_400.0 * 100.0).round() / 100.0,
+                _ => 0.0,
+            };
             out.push(Aggregate {
                 gpu: gpu.to_string(),
                 measurement: kind.id.to_string(),
                 unit: kind.unit.to_string(),
                 count: all.len() as u32,
                 submitters: by_submitter.len() as u32,
+                spread_days: spread,
                 median: median(&per_submitter),
                 min: all[0],
                 max: all[all.len() - 1],
@@ -1240,25 +1321,71 @@ mod tests {
         let a = "a".repeat(32);
         let b = "b".repeat(32);
         let c = "c".repeat(32);
+        let at = |prefix: &str, day: u32| Origin { prefix: Some(prefix.to_string()), received_at: format!("2026-11-{day:02}T10:00:00.000Z") };
         let reports = vec![
-            ("h200".to_string(), report(&a, 100, "0.1.0")),
+            ("h200".to_string(), report(&a, 100, "0.1.0"), at("p1", 1)),
             // One submitter sending many high values moves the median by one vote only.
-            ("h200".to_string(), report(&b, 1000, "0.1.0")),
-            ("h200".to_string(), report(&b, 1000, "0.1.0")),
-            ("h200".to_string(), report(&b, 1000, "0.2.0")),
-            ("h200".to_string(), report(&c, 110, "0.1.0")),
-            ("rtx-4090".to_string(), report(&a, 5, "0.1.0")),
+            ("h200".to_string(), report(&b, 1000, "0.1.0"), at("p2", 3)),
+            ("h200".to_string(), report(&b, 1000, "0.1.0"), at("p2", 4)),
+            ("h200".to_string(), report(&b, 1000, "0.2.0"), at("p2", 5)),
+            ("h200".to_string(), report(&c, 110, "0.1.0"), at("p3", 11)),
+            ("rtx-4090".to_string(), report(&a, 5, "0.1.0"), at("p1", 1)),
         ];
         let aggs = aggregate(&reports);
         let u = aggs.iter().find(|x| x.gpu == "h200" && x.measurement == "usable_bytes").unwrap();
         assert_eq!((u.count, u.submitters), (5, 3));
         assert_eq!((u.median, u.min, u.max), (110.0, 100.0, 1000.0));
+        // From the first report of the first submitter (day 1) to that of the last (day 11).
+        assert_eq!(u.spread_days, 10.0);
         assert_eq!(u.probe_versions, vec!["0.1.0".to_string(), "0.2.0".to_string()]);
         assert_eq!(u.unit, "B");
         let lat = aggs.iter().find(|x| x.gpu == "h200" && x.measurement == "alloc_2mib_us").unwrap();
         assert_eq!(lat.median, example()["latency"][0]["alloc_us"].as_f64().unwrap());
-        assert!(aggs.iter().any(|x| x.gpu == "rtx-4090" && x.submitters == 1));
+        assert!(aggs.iter().any(|x| x.gpu == "rtx-4090" && x.submitters == 1 && x.spread_days == 0.0));
         assert_eq!(aggs.iter().filter(|x| x.gpu == "h200").count(), MEASUREMENTS.len());
+    }
+
+    #[test]
+    fn three_install_ids_from_one_network_are_one_submitter_and_cannot_move_the_median() {
+        let at = |prefix: &str, t: &str| Origin { prefix: Some(prefix.to_string()), received_at: format!("2026-11-{t}Z") };
+        let id = |c: char| c.to_string().repeat(32);
+        // Three real submitters on three networks, days apart: median 120.
+        let mut reports = vec![
+            ("h200".to_string(), report(&id('a'), 100, "0.1.0"), at("net-a", "01T08:00:00.000")),
+            ("h200".to_string(), report(&id('b'), 120, "0.1.0"), at("net-b", "05T08:00:00.000")),
+            ("h200".to_string(), report(&id('c'), 120, "0.1.0"), at("net-c", "09T08:00:00.000")),
+        ];
+        let before = aggregate(&reports);
+        let usable = |aggs: &[Aggregate]| aggs.iter().find(|x| x.measurement == "usable_bytes").unwrap().clone();
+        assert_eq!((usable(&before).submitters, usable(&before).median), (3, 120.0));
+        // One script: three made-up install ids, one network, 40 s apart, an absurd value.
+        for (i, t) in ["10T12:00:00.000", "10T12:00:20.000", "10T12:00:40.000"].iter().enumerate() {
+            reports.push(("h200".to_string(), report(&id(['x', 'y', 'z'][i]), 9000, "0.1.0"), at("net-x", t)));
+        }
+        let after = usable(&aggregate(&reports));
+        assert_eq!((after.count, after.submitters), (6, 4), "three install ids on one network are one submitter");
+        assert_eq!(after.median, 120.0, "the published median does not move");
+        // Counted by install id alone they would have outvoted the real reports.
+        let no_prefix: Vec<_> = reports.iter().map(|(g, r, o)| (g.clone(), r.clone(), Origin { prefix: None, ..o.clone() })).collect();
+        let naive = usable(&aggregate(&no_prefix));
+        assert_eq!(naive.submitters, 6);
+        assert!(naive.median > 120.0);
+        // Chains join too: an install id seen on two networks ties both networks' reports together.
+        let groups = submitter_groups(&[("i1", Some("n1")), ("i2", Some("n2")), ("i1", Some("n2")), ("i3", Some("n3")), ("i4", None)]);
+        assert_eq!(groups[0], groups[1]);
+        assert_eq!(groups[1], groups[2]);
+        assert_ne!(groups[3], groups[0]);
+        assert_ne!(groups[4], groups[3]);
+    }
+
+    #[test]
+    fn rfc3339_times_read_back_as_unix_seconds() {
+        assert_eq!(unix_seconds("1970-01-01T00:00:00Z"), Some(0.0));
+        assert_eq!(unix_seconds("2026-11-30T09:14:41.123Z"), Some(1_796_030_081.123));
+        assert_eq!(unix_seconds("2000-03-01T00:00:00.000Z"), Some(951_868_800.0));
+        for bad in ["", "2026-11-30", "2026-13-01T00:00:00Z", "2026-11-30T09:14:41+01:00", "2026-11-30T25:00:00Z"] {
+            assert_eq!(unix_seconds(bad), None, "{bad}");
+        }
     }
 
     /// A small deterministic generator (xorshift64*), for the property test.
