@@ -107,6 +107,9 @@ fn pending_table(pending: &[Submission], gpus: &[Gpu]) -> String {
                     r.bandwidth.d2d_gbs,
                     printable(&r.probe_version, 12)
                 );
+                for note in report::review_notes(&r) {
+                    out += &format!("{:<22}  note: {}\n", "", printable(&note, 200));
+                }
             }
             Err(e) => out += &format!("{:<22}  {:<19}  (stored document does not parse: {e})\n", s.id, received),
         }
@@ -155,7 +158,8 @@ pub fn review(db: &Path, data: &Path, accept: Option<&str>, reject: Option<&str>
                 let install = parsed.as_ref().and_then(|v| v["device"]["install_id"].as_str().map(str::to_owned));
                 let (install, net, agent) = tags(s, install.as_deref());
                 let doc = parsed.map(|v| report::public_document(&v)).unwrap_or(Value::Null);
-                serde_json::json!({ "id": s.id, "received_at": s.received_at, "tags": {"install": install, "net": net, "agent": agent}, "document": doc })
+                let notes = serde_json::from_str::<Report>(&s.document).map(|r| report::review_notes(&r)).unwrap_or_default();
+                serde_json::json!({ "id": s.id, "received_at": s.received_at, "tags": {"install": install, "net": net, "agent": agent}, "notes": notes, "document": doc })
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({"pending": rows, "clusters": flags})).map_err(|e| e.to_string())?);

@@ -606,7 +606,8 @@ pub const CAPACITY_SLACK: f64 = 0.01;
 /// None for names the catalog does not know (such reports are accepted for review, never
 /// aggregated).
 pub fn match_gpu<'a>(name: &str, total_bytes: u64, gpus: &'a [Gpu]) -> Option<&'a Gpu> {
-    let dev = name_key(name);
+    let name = normalize_name(name);
+    let dev = name_key(&name);
     if dev.model.is_empty() {
         return None;
     }
@@ -689,10 +690,86 @@ pub const MAX_LATENCY_US: f64 = 10_000_000.0;
 pub const MAX_SAMPLES: u64 = 1_000_000;
 pub const MAX_DEVICE_INDEX: u64 = 1024;
 
+/// No timed driver call returns in less (the probe's latencies are means over samples of calls
+/// that each cross into the driver; the fastest in the reference report is 2 µs).
+pub const MIN_LATENCY_US: f64 = 0.05;
+
+/// A matched GPU reporting less than this share of its catalog capacity is not that GPU.
+pub const MIN_CAPACITY_SHARE: f64 = 0.5;
+
+/// Usable memory below this share of the total is flagged for the reviewer (other processes held
+/// the GPU during the run, or the value is made up).
+pub const LOW_USABLE_SHARE: f64 = 0.5;
+
+/// The newest CUDA driver API major version released when this build was made; a report naming a
+/// newer one is flagged for the reviewer.
+pub const NEWEST_CUDA_MAJOR: u32 = 13;
+
+/// Whether `version` (`MAJOR.MINOR.PATCH`) is newer than this build's own version: no probe
+/// newer than the server that checks it has been released.
+fn newer_than_this_build(version: &str) -> bool {
+    let parse = |v: &str| -> Option<(u64, u64, u64)> {
+        let mut it = v.split('.').map(|x| x.parse::<u64>().ok());
+        Some((it.next()??, it.next()??, it.next()??))
+    };
+    match (parse(version), parse(env!("CARGO_PKG_VERSION"))) {
+        (Some(v), Some(me)) => v > me,
+        _ => false,
+    }
+}
+
 /// Characters that must not appear in submitted text: control characters and the bidirectional
 /// overrides that could disguise text in a reviewer's terminal.
+/// Code points that render as nothing (Unicode's default-ignorable set: zero-width spaces and
+/// joiners, the soft hyphen, variation selectors, tags, fillers, the byte-order mark).
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+        | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
+        | '\u{FFF0}'..='\u{FFF8}' | '\u{1BCA0}'..='\u{1BCA3}' | '\u{1D173}'..='\u{1D17A}'
+        | '\u{E0000}'..='\u{E0FFF}')
+}
+
+/// A device name as it is matched against the catalog: NFKC (fullwidth `Ｈ２００` and other
+/// compatibility forms become ASCII), invisible code points removed, runs of white space one
+/// space. Look-alikes from other scripts (Cyrillic `А` for Latin `A`) are not changed:
+/// [`plausibility`] refuses names that keep any non-ASCII character.
+pub fn normalize_name(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    let cleaned: String = name.nfkc().filter(|c| !invisible(*c)).collect();
+    cleaned.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn bad_char(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}')
+}
+
+/// What a reviewer should look at in a report that passed every check: usable memory far below
+/// the total, a CUDA driver newer than any this build knows, a device name that differs from the
+/// name it was matched as (its raw characters shown escaped).
+pub fn review_notes(r: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    let m = &r.memory;
+    if m.total_bytes > 0 && (m.usable_bytes as f64) < m.total_bytes as f64 * LOW_USABLE_SHARE {
+        out.push(format!(
+            "usable memory is {:.0} % of the total: other processes held the GPU, or the value is not real",
+            m.usable_bytes as f64 / m.total_bytes as f64 * 100.0
+        ));
+    }
+    let major = r.device.driver_cuda_version.split('.').next().and_then(|x| x.parse::<u32>().ok());
+    if major.is_some_and(|m| m > NEWEST_CUDA_MAJOR) {
+        out.push(format!(
+            "driver CUDA version {} is newer than any this build knows (up to {NEWEST_CUDA_MAJOR}.x)",
+            quote(&r.device.driver_cuda_version)
+        ));
+    }
+    let normalized = normalize_name(&r.device.name);
+    if normalized != r.device.name {
+        let raw: String = r.device.name.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c.to_string() } else { format!("\\u{{{:04X}}}", c as u32) }).collect();
+        out.push(format!("device name matched as \"{normalized}\"; sent as \"{raw}\""));
+    }
+    out
 }
 
 /// Values that match the schema but cannot be true, each as `PATH: message`. `gpu` is the catalog
@@ -709,8 +786,23 @@ pub fn plausibility(r: &Report, gpu: Option<&Gpu>) -> Vec<String> {
             out.push(format!("{field}: control or bidirectional-override characters are not allowed"));
         }
     }
-    if r.device.name.trim().is_empty() {
+    let normalized = normalize_name(&r.device.name);
+    let foreign: Vec<String> = normalized.chars().filter(|c| !c.is_ascii()).map(|c| format!("U+{:04X}", c as u32)).collect();
+    if !foreign.is_empty() {
+        out.push(format!(
+            "$.device.name: characters outside ASCII after normalisation ({}): GPU drivers report ASCII names, so these are look-alikes",
+            foreign.join(" ")
+        ));
+    }
+    if normalized.is_empty() {
         out.push("$.device.name: empty".to_string());
+    }
+    if newer_than_this_build(&r.probe_version) {
+        out.push(format!(
+            "$.probe_version: {} is newer than any probe released (this server is {})",
+            quote(&r.probe_version),
+            env!("CARGO_PKG_VERSION")
+        ));
     }
     if r.device.index > MAX_DEVICE_INDEX {
         out.push(format!("$.device.index: {} is not a device index", r.device.index));
@@ -723,6 +815,15 @@ pub fn plausibility(r: &Report, gpu: Option<&Gpu>) -> Vec<String> {
     match gpu {
         Some(g) => {
             let nominal = g.memory_gb * GIB;
+            if (total as f64) < nominal * MIN_CAPACITY_SHARE {
+                out.push(format!(
+                    "$.memory.total_bytes: {} is less than half the {} GB the {} has ({}): not this GPU",
+                    gib(total),
+                    g.memory_gb,
+                    g.name,
+                    g.id
+                ));
+            }
             if total as f64 > nominal * (1.0 + CAPACITY_SLACK) {
                 out.push(format!(
                     "$.memory.total_bytes: {} is above the {} GB the {} has ({})",
@@ -774,6 +875,8 @@ pub fn plausibility(r: &Report, gpu: Option<&Gpu>) -> Vec<String> {
     let mut latency = |field: String, us: f64| {
         if !us.is_finite() || us < 0.0 {
             out.push(format!("{field}: negative"));
+        } else if us < MIN_LATENCY_US {
+            out.push(format!("{field}: {us} µs is faster than any driver call returns (at least {MIN_LATENCY_US} µs)"));
         } else if us > MAX_LATENCY_US {
             out.push(format!("{field}: {us} µs is not a plausible latency (over {} s)", MAX_LATENCY_US / 1e6));
         }
@@ -1075,6 +1178,7 @@ pub fn aggregate(reports: &[(String, Report, Origin)]) -> Vec<Aggregate> {
 mod tests {
     use super::*;
     use crate::{Segment, SourceKind};
+    use serde_json::json;
 
     /// The real report `probe --json` wrote on an H200 (dataset/measurements/probe/).
     pub(crate) fn example() -> Value {
@@ -1129,6 +1233,62 @@ mod tests {
         let c = check_submission(&body(&v), &catalog()).expect("accepted");
         assert_eq!(c.gpu.as_deref(), Some("h200"));
         assert_eq!(c.report.memory.total_bytes, 150109880320);
+    }
+
+    #[test]
+    fn names_are_normalised_before_matching_and_look_alikes_are_refused() {
+        let cat = catalog();
+        let id = |name: &str| match_gpu(name, (139.8 * GIB) as u64, &cat).map(|g| g.id.as_str());
+        // Fullwidth forms (NFKC), a zero-width space, a soft hyphen, a no-break space: the H200.
+        for name in ["ＮＶＩＤＩＡ Ｈ２００", "NVIDIA H\u{200B}200", "NVIDIA\u{00A0}H2\u{00AD}00", "\u{FEFF}NVIDIA  H200 "] {
+            assert_eq!(id(name), Some("h200"), "{name:?}");
+            assert_eq!(normalize_name(name), "NVIDIA H200");
+        }
+        // Such a report passes, matched, and the reviewer is shown what was really sent.
+        let mut v = example();
+        v["device"]["name"] = json!("NVIDIA H\u{200B}200");
+        let c = check_value(&v, &cat).expect("accepted");
+        assert_eq!(c.gpu.as_deref(), Some("h200"));
+        let notes = review_notes(&c.report);
+        assert!(notes.iter().any(|n| n.contains("matched as \"NVIDIA H200\"") && n.contains("\\u{200B}")), "{notes:?}");
+        // Cyrillic capital A (U+0410) and Greek capital Eta (U+0397) look like A and H: refused.
+        for name in ["NVIDI\u{0410} H200", "NVIDIA \u{0397}200"] {
+            v["device"]["name"] = json!(name);
+            let r = check_value(&v, &cat).unwrap_err();
+            assert_eq!(r.code(), "implausible_value");
+            assert!(r.message().contains("outside ASCII"), "{}", r.message());
+        }
+        assert!(check_value(&example(), &cat).is_ok_and(|c| review_notes(&c.report).is_empty()));
+    }
+
+    #[test]
+    fn impossible_latencies_capacities_and_versions_are_refused() {
+        let cat = catalog();
+        let refused = |edit: &dyn Fn(&mut Value), needle: &str| {
+            let mut v = example();
+            edit(&mut v);
+            let r = check_value(&v, &cat).expect_err(needle);
+            assert!(r.problems().iter().any(|p| p.contains(needle)), "{needle}: {:?}", r.problems());
+        };
+        refused(&|v| v["latency"][0]["alloc_us"] = json!(0.0), "faster than any driver call");
+        refused(&|v| v["pools"]["alloc_async"][0]["reuse_us"] = json!(0.001), "faster than any driver call");
+        // An "H200" with 40 GiB is not an H200.
+        refused(&|v| {
+            v["memory"]["total_bytes"] = json!(40u64 << 30);
+            for f in ["free_bytes_with_context", "free_bytes_after", "usable_bytes", "largest_allocation_bytes"] {
+                v["memory"][f] = json!(30u64 << 30);
+            }
+        }, "less than half");
+        refused(&|v| v["probe_version"] = json!("99.0.0"), "newer than any probe released");
+        // Flagged, not refused: a driver newer than this build knows, usable far below total.
+        let mut v = example();
+        v["device"]["driver_cuda_version"] = json!("14.0");
+        v["memory"]["usable_bytes"] = json!(20u64 << 30);
+        v["memory"]["largest_allocation_bytes"] = json!(20u64 << 30);
+        let c = check_value(&v, &cat).expect("accepted for review");
+        let notes = review_notes(&c.report);
+        assert!(notes.iter().any(|n| n.contains("newer than any this build knows")), "{notes:?}");
+        assert!(notes.iter().any(|n| n.contains("% of the total")), "{notes:?}");
     }
 
     #[test]
