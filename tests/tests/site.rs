@@ -389,3 +389,35 @@ fn unknown_paths_are_localized_404s_and_links_use_one_site_address() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("HEADROOM_SITE_URL"), "{url:?}");
     }
 }
+
+/// A derived claim's page shows its provenance chain: each catalog value the derivation reads,
+/// whether a primary source backs it, and which source (prerendered, and in the app once it has
+/// loaded the claim's details).
+#[test]
+fn a_derived_claims_page_shows_which_inputs_rest_on_primary_sources() {
+    let tmp = TempDir::new("site-provenance");
+    let server = server(&tmp);
+    let id = "gpu-class-24gb";
+    let c = loaded().dataset.claim(id).expect("the claim").clone();
+    let details = loaded().dataset.details();
+    let inputs: Vec<_> = details[id].inputs.iter().flat_map(|s| s.inputs.clone()).collect();
+    let primary = inputs.iter().find(|i| i.primary).expect("a primary input (the RTX 4090's NVIDIA page)");
+    let community = inputs.iter().find(|i| !i.primary).expect("a community-only input");
+    assert_eq!(c.verdict, headroom_core::Verdict::Unverified, "its weakest input decides");
+    let path = Route::Claim(id.to_string()).path(Lang::En);
+    let (status, _, html) = get(&format!("{}{path}", server.url));
+    assert_eq!(status, 200);
+    for text in [t(Lang::En, k::CLAIM_INPUTS), t(Lang::En, k::CLAIM_INPUT_PRIMARY), t(Lang::En, k::CLAIM_INPUT_COMMUNITY), primary.value.as_str(), community.value.as_str()] {
+        assert!(html.contains(text), "prerendered page lacks {text:?}");
+    }
+    let b = Browser::start();
+    b.goto(&format!("{}{path}", server.url));
+    wait_app(&b);
+    b.wait_js("return document.querySelectorAll('ul.inputs li').length > 0");
+    let rows = b.js("return [...document.querySelectorAll('ul.inputs li')].map(li => li.textContent)");
+    let rows: Vec<String> = rows.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    let row = |value: &str| rows.iter().find(|r| r.contains(value)).unwrap_or_else(|| panic!("no row for {value}: {rows:?}")).clone();
+    assert!(row(&primary.value).contains(t(Lang::En, k::CLAIM_INPUT_PRIMARY)) && row(&primary.value).contains(&primary.title));
+    assert!(row(&community.value).contains(t(Lang::En, k::CLAIM_INPUT_COMMUNITY)));
+    assert!(b.console_errors().is_empty(), "{:?}", b.console_errors());
+}

@@ -12,6 +12,9 @@ fn id_ok(id: &str) -> bool {
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
 }
 
+/// The GPU fields a catalog source can say it backs.
+const GPU_FIELDS: &[&str] = &["name", "architecture", "compute_capability", "memory_gb", "memory_type", "bus_width_bits", "bandwidth_gbs", "interface"];
+
 fn catalog_source(s: &crate::Source) -> Vec<String> {
     let mut out: Vec<String> = check_source(s).into_iter().map(|m| format!("source: {m}")).collect();
     if matches!(s.kind, SourceKind::Derivation | SourceKind::Measurement) {
@@ -32,6 +35,11 @@ pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problem
         let mut m = catalog_source(&g.source);
         for (i, s) in g.extra_sources.iter().enumerate() {
             m.extend(catalog_source(s).into_iter().map(|x| format!("extra_sources[{i}] {x}")));
+        }
+        for (where_, s) in std::iter::once(("source".to_string(), &g.source)).chain(g.extra_sources.iter().enumerate().map(|(i, s)| (format!("extra_sources[{i}]"), s))) {
+            for b in s.backs.iter().filter(|b| !GPU_FIELDS.contains(&b.as_str())) {
+                m.push(format!("{where_}: backs `{b}`, not a GPU field ({})", GPU_FIELDS.join(", ")));
+            }
         }
         if !id_ok(&g.id) || g.id != g.id.to_ascii_lowercase() {
             m.push("id must be lowercase letters, digits, '.', '-'".into());

@@ -300,6 +300,9 @@ fn check_claim_refs(c: &Claim, ds: &Dataset) -> Vec<String> {
         }
     }
     for (i, s) in c.sources.iter().enumerate() {
+        if !s.backs.is_empty() {
+            out.push(format!("sources[{i}]: `backs` belongs to catalog sources (the fields of the entry a passage states), not to claims"));
+        }
         if let Some(seed) = &s.seed {
             if !seed_known(seed) {
                 out.push(format!("sources[{i}]: unknown seed `{seed}` (not in seeds.toml)"));
@@ -421,11 +424,42 @@ pub fn derivation_problem(c: &Claim, s: &Source, ds: &Dataset) -> Option<String>
     None
 }
 
+/// The catalog values a claim's derivations read that no primary source backs, as
+/// `value (source title)`.
+pub fn community_inputs(c: &Claim, ds: &Dataset) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in c.sources.iter().filter(|s| s.kind == SourceKind::Derivation) {
+        let Some(compute) = &s.compute else { continue };
+        if let Ok((_, inputs)) = crate::derive::evaluate_with_inputs(compute, ds) {
+            for i in inputs.into_iter().filter(|i| !i.primary) {
+                let line = match &i.source {
+                    Some(src) => format!("{} ({})", i.value, src.title),
+                    None => format!("{} (no source)", i.value),
+                };
+                if !out.contains(&line) {
+                    out.push(line);
+                }
+            }
+        }
+    }
+    out
+}
+
 fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
     let mut out = Vec::new();
 
     let primary = c.sources.iter().any(|s| s.kind.is_primary());
-    let derived = c.sources.iter().any(|s| s.kind == SourceKind::Derivation);
+    // A derivation is evidence only when every catalog value it reads is backed by a primary
+    // source: a verdict is no stronger than its weakest input.
+    let community_inputs = community_inputs(c, ds);
+    let derived = c.sources.iter().any(|s| s.kind == SourceKind::Derivation) && community_inputs.is_empty();
+    if !community_inputs.is_empty() && c.verdict != Verdict::Unverified && !primary {
+        out.push(format!(
+            "{} rests on a derivation over values only community pages back ({}): back them with a primary source (`backs` on a vendor or publisher source), or give the verdict community evidence supports (unverified)",
+            c.verdict.code(),
+            community_inputs.join("; ")
+        ));
+    }
     let measured = c.sources.iter().any(|s| {
         s.kind == SourceKind::Measurement && s.aggregate.is_none() && s.submitters.unwrap_or(0) >= MIN_INDEPENDENT_MEASUREMENTS
     });

@@ -74,6 +74,34 @@ struct Parser<'a> {
     toks: Vec<Tok>,
     pos: usize,
     ds: &'a Dataset,
+    /// The catalog values read, in order.
+    inputs: Vec<Input>,
+}
+
+/// One catalog value a derivation reads, with the source that backs it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Input {
+    /// What was read, e.g. `gpu rtx-4090 memory_gb`, `flux.1-dev denoiser params`, `quant Q4_K bits`.
+    pub value: String,
+    /// Whether a primary source (vendor spec, model card, paper, official doc, source code) backs it.
+    pub primary: bool,
+    /// The best source backing it (primary when there is one); None when no source backs it.
+    pub source: Option<crate::Source>,
+}
+
+/// The best of the sources backing a value: a primary one if any.
+fn backed(value: String, sources: Vec<&crate::Source>) -> Input {
+    let best = sources.iter().find(|s| s.kind.is_primary()).or_else(|| sources.first()).map(|s| (*s).clone());
+    Input { value, primary: best.as_ref().is_some_and(|s| s.kind.is_primary()), source: best }
+}
+
+/// The sources backing field `field` of a catalog entry with main source `main` and `extra`
+/// sources: the main one unless it names other fields, and each extra one that names it.
+fn backing<'s>(main: &'s crate::Source, extra: &'s [crate::Source], field: &str) -> Vec<&'s crate::Source> {
+    std::iter::once(main)
+        .filter(|s| s.backs.is_empty() || s.backs.iter().any(|b| b == field))
+        .chain(extra.iter().filter(|s| s.backs.iter().any(|b| b == field)))
+        .collect()
 }
 
 impl Parser<'_> {
@@ -183,35 +211,56 @@ impl Parser<'_> {
                 let a = self.word_args(func, 1..=2)?;
                 llm_or_diffusion(&a[0])?;
                 match (ds.llm(&a[0]), ds.diffusion_model(&a[0]), a.get(1)) {
-                    (Some(m), _, None) => Ok(m.params as f64),
-                    (_, Some(d), None) => Ok(d.total_params() as f64),
-                    (_, Some(d), Some(role)) => d
-                        .component(role)
-                        .map(|c| c.params as f64)
-                        .ok_or_else(|| format!("params: `{}` has no component with role `{role}`", a[0])),
+                    (Some(m), _, None) => {
+                        self.inputs.push(backed(format!("{} params", m.id), vec![&m.source]));
+                        Ok(m.params as f64)
+                    }
+                    (_, Some(d), None) => {
+                        for c in &d.components {
+                            self.inputs.push(backed(format!("{} {} params", d.id, c.role), vec![&c.source]));
+                        }
+                        Ok(d.total_params() as f64)
+                    }
+                    (_, Some(d), Some(role)) => {
+                        let c = d.component(role).ok_or_else(|| format!("params: `{}` has no component with role `{role}`", a[0]))?;
+                        self.inputs.push(backed(format!("{} {} params", d.id, c.role), vec![&c.source]));
+                        Ok(c.params as f64)
+                    }
                     _ => Err(format!("params: `{}` is an LLM; the role argument is for diffusion models", a[0])),
                 }
             }
             "active_params" => {
                 let a = self.word_args(func, 1..=1)?;
-                ds.llm(&a[0]).map(|m| m.active() as f64).ok_or_else(|| format!("active_params: no LLM `{}`", a[0]))
+                let m = ds.llm(&a[0]).ok_or_else(|| format!("active_params: no LLM `{}`", a[0]))?;
+                self.inputs.push(backed(format!("{} active params", m.id), vec![&m.source]));
+                Ok(m.active() as f64)
             }
             "bits" | "bytes" => {
                 let a = self.word_args(func, 1..=1)?;
                 let q = quant(&a[0])?;
+                self.inputs.push(backed(format!("{} bits per weight", q.id), vec![&q.source]));
                 Ok(if func == "bits" { q.bits } else { q.bytes_per_weight() })
             }
             "kv_bytes_per_token" => {
                 let a = self.word_args(func, 2..=2)?;
                 let m = ds.llm(&a[0]).ok_or_else(|| format!("kv_bytes_per_token: no LLM `{}`", a[0]))?;
-                Ok(m.kv_elements_per_token() as f64 * quant(&a[1])?.bytes_per_weight())
+                let q = quant(&a[1])?;
+                self.inputs.push(backed(format!("{} attention shape", m.id), vec![&m.source]));
+                self.inputs.push(backed(format!("{} bits per weight", q.id), vec![&q.source]));
+                Ok(m.kv_elements_per_token() as f64 * q.bytes_per_weight())
             }
             "cfg" => {
                 let a = self.word_args(func, 2..=2)?;
                 llm_or_diffusion(&a[0])?;
                 let v = match (ds.llm(&a[0]), ds.diffusion_model(&a[0])) {
-                    (Some(m), _) => m.field(&a[1]),
-                    (_, Some(d)) => d.field(&a[1]),
+                    (Some(m), _) => {
+                        self.inputs.push(backed(format!("{} {}", m.id, a[1]), vec![&m.source]));
+                        m.field(&a[1])
+                    }
+                    (_, Some(d)) => {
+                        self.inputs.push(backed(format!("{} {}", d.id, a[1]), vec![&d.source]));
+                        d.field(&a[1])
+                    }
                     _ => None,
                 };
                 v.ok_or_else(|| format!("cfg: `{}` has no numeric field `{}`", a[0], a[1]))
@@ -219,6 +268,7 @@ impl Parser<'_> {
             "gpu" => {
                 let a = self.word_args(func, 2..=2)?;
                 let g = ds.gpu(&a[0]).ok_or_else(|| format!("gpu: no GPU `{}` in the catalog", a[0]))?;
+                self.inputs.push(backed(format!("gpu {} {}", g.id, a[1]), backing(&g.source, &g.extra_sources, &a[1])));
                 match a[1].as_str() {
                     "memory_gb" => Ok(g.memory_gb),
                     "bandwidth_gbs" => g.bandwidth_gbs.ok_or_else(|| format!("gpu: `{}` has no bandwidth_gbs", a[0])),
@@ -247,11 +297,17 @@ fn describe(t: Option<&Tok>) -> String {
 
 /// Evaluates a derivation expression against the catalogs.
 pub fn evaluate(expr: &str, ds: &Dataset) -> Result<f64, String> {
+    evaluate_with_inputs(expr, ds).map(|(v, _)| v)
+}
+
+/// Evaluates a derivation expression and says which catalog values it read, each with the source
+/// that backs it (the provenance chain a derived verdict rests on).
+pub fn evaluate_with_inputs(expr: &str, ds: &Dataset) -> Result<(f64, Vec<Input>), String> {
     let toks = tokenize(expr)?;
     if toks.is_empty() {
         return Err("empty expression".into());
     }
-    let mut p = Parser { toks, pos: 0, ds };
+    let mut p = Parser { toks, pos: 0, ds, inputs: Vec::new() };
     let v = p.expr()?;
     if p.pos < p.toks.len() {
         return Err(format!("unexpected {} (put spaces around operators: ids contain `-`)", describe(p.peek())));
@@ -259,7 +315,9 @@ pub fn evaluate(expr: &str, ds: &Dataset) -> Result<f64, String> {
     if !v.is_finite() {
         return Err("the result is not a finite number".into());
     }
-    Ok(v)
+    let mut seen = std::collections::BTreeSet::new();
+    p.inputs.retain(|i| seen.insert(i.value.clone()));
+    Ok((v, p.inputs))
 }
 
 /// Whether `value` is within `rel` (relative) of `expect`.

@@ -21,6 +21,7 @@ pub fn source(kind: SourceKind) -> Source {
         unit: None,
         tolerance: None,
         aggregate: None,
+        backs: Vec::new(),
     }
 }
 

@@ -482,6 +482,7 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
             unit: None,
             tolerance: None,
             aggregate: None,
+            backs: Vec::new(),
         },
     };
     Ok((llm, ArchOrigin { source: "hf_config".into(), model_type: Some(top_type.to_string()), counted }))

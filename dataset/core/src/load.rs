@@ -330,6 +330,63 @@ why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "aggregated" }}
         assert!(crate::check::review_flags(&loaded.dataset).is_empty());
     }
 
+    fn derived_claim(verdict: &str) -> String {
+        format!(
+            r#"
+[[claim]]
+id = "derived"
+topic = "hardware"
+verdict = "{verdict}"
+value = {{ number = 24, unit = "GB" }}
+statement = {{ pt = "a", es = "b", zh = "c", it = "d", en = "e" }}
+note = {{ pt = "a", es = "b", zh = "c", it = "d", en = "e" }}
+[[claim.sources]]
+kind = "derivation"
+title = "The catalog's memory size"
+passage = "gpu(test-gpu, memory_gb)"
+accessed = "2026-11-30"
+compute = "gpu(test-gpu, memory_gb)"
+expect = 24
+unit = "GB"
+[[claim.history]]
+date = "2026-11-30"
+to = "{verdict}"
+why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "derived" }}
+"#
+        )
+    }
+
+    fn with_gpus(gpus: &str, claim: &str) -> Vec<(String, String)> {
+        vec![("catalog/gpus.toml".to_string(), gpus.to_string()), ("claims/d.toml".to_string(), claim.to_string())]
+    }
+
+    #[test]
+    fn a_derivation_over_community_values_cannot_verify() {
+        // The vendor's page backs the value: the derivation verifies.
+        let loaded = load(&with_gpus(GPUS, &derived_claim("verified"))).expect("primary chain");
+        let d = loaded.dataset.details();
+        assert!(d["derived"].inputs[0].inputs.iter().all(|i| i.primary && i.title == "Spec"), "{:?}", d["derived"].inputs);
+        // Only a community page backs it: verified is refused, naming the input and its source.
+        let community = GPUS.replace(r#"kind = "vendor-spec", title = "Spec""#, r#"kind = "community", title = "A spec aggregator""#);
+        assert_ne!(community, GPUS);
+        let problems = load(&with_gpus(&community, &derived_claim("verified"))).unwrap_err();
+        assert!(
+            problems.iter().any(|p| p.message.contains("values only community pages back") && p.message.contains("gpu test-gpu memory_gb (A spec aggregator)")),
+            "{problems:?}"
+        );
+        assert!(load(&with_gpus(&community, &derived_claim("unverified"))).is_ok(), "unverified is what community evidence supports");
+        // A vendor source among the extras that names the field restores the chain; one that
+        // does not name it (context, e.g. a compute-capability table) does not.
+        let extra = |backs: &str| {
+            format!(
+                "{community}[[gpu.extra_sources]]\nkind = \"vendor-spec\"\ntitle = \"Vendor table\"\nurl = \"https://example.org/t\"\npassage = \"24 GB\"\naccessed = \"2026-11-30\"\n{backs}\n"
+            )
+        };
+        assert!(load(&with_gpus(&extra("backs = [\"memory_gb\"]"), &derived_claim("verified"))).is_ok());
+        assert!(load(&with_gpus(&extra("backs = [\"compute_capability\"]"), &derived_claim("verified"))).is_err());
+        assert!(load(&with_gpus(&extra(""), &derived_claim("verified"))).is_err());
+    }
+
     #[test]
     fn crowd_measurements_alone_never_verify() {
         let problems = load(&with_aggregates(&measured_claim("verified", r#"{ number = 21.9, unit = "GiB" }"#), AGGREGATES)).unwrap_err();

@@ -141,6 +141,11 @@ pub struct Source {
     /// `<gpu id>/<measurement>` (e.g. `rtx-4090/usable_bytes`, see `measurements/aggregates.toml`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aggregate: Option<String>,
+    /// Catalog sources: the fields of the entry its passage states (`memory_gb`, `bandwidth_gbs`,
+    /// …). An entry's main source without it backs every field; an extra source without it backs
+    /// none (it is context). A value's provenance is that of the best source backing it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backs: Vec<String>,
 }
 
 impl Source {
@@ -160,6 +165,7 @@ impl Source {
             unit: None,
             tolerance: None,
             aggregate: None,
+            backs: Vec::new(),
         }
     }
 }
@@ -283,11 +289,54 @@ pub struct ClaimDetail {
     pub origins: Vec<Origin>,
     pub sources: Vec<Source>,
     pub history: Vec<HistoryEntry>,
+    /// For each derivation among `sources`: the catalog values it reads and what backs each (the
+    /// provenance chain of a derived verdict).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<SourceInputs>,
+}
+
+/// The catalog values derivation `source` (an index into the claim's sources) reads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceInputs {
+    pub source: usize,
+    pub inputs: Vec<InputRef>,
+}
+
+/// One catalog value and the source backing it, as the claim page shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InputRef {
+    pub value: String,
+    pub primary: bool,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 impl ClaimDetail {
     pub fn of(c: &Claim) -> ClaimDetail {
-        ClaimDetail { note: c.note.clone(), origins: c.origins.clone(), sources: c.sources.clone(), history: c.history.clone() }
+        ClaimDetail { note: c.note.clone(), origins: c.origins.clone(), sources: c.sources.clone(), history: c.history.clone(), inputs: Vec::new() }
+    }
+
+    /// The details with each derivation's inputs and their provenance.
+    pub fn with_inputs(c: &Claim, ds: &Dataset) -> ClaimDetail {
+        let mut d = ClaimDetail::of(c);
+        for (i, s) in c.sources.iter().enumerate() {
+            let Some(expr) = s.compute.as_deref() else { continue };
+            if let Ok((_, inputs)) = crate::derive::evaluate_with_inputs(expr, ds) {
+                let inputs = inputs
+                    .into_iter()
+                    .map(|x| InputRef {
+                        value: x.value,
+                        primary: x.primary,
+                        title: x.source.as_ref().map(|s| s.title.clone()).unwrap_or_default(),
+                        url: x.source.and_then(|s| s.url),
+                    })
+                    .collect();
+                d.inputs.push(SourceInputs { source: i, inputs });
+            }
+        }
+        d
     }
 
     /// Whether the claim still carries its details (full data) or they were left out (compact).
@@ -473,7 +522,7 @@ impl Dataset {
 
     /// Every claim's details (what `compact` leaves out), by claim id.
     pub fn details(&self) -> BTreeMap<String, ClaimDetail> {
-        self.claims.iter().map(|c| (c.id.clone(), ClaimDetail::of(c))).collect()
+        self.claims.iter().map(|c| (c.id.clone(), ClaimDetail::with_inputs(c, self))).collect()
     }
 
     /// The built JSON document.

@@ -150,6 +150,11 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
     let cites = citations(&c, lang);
     // The compact data the app loads has no details (note, origins, sources, history); they come
     // from the language's details file. The prerenderer renders from the full data.
+    // Prerendered from the full data, the page shows each derivation's inputs; in the browser the
+    // details (inputs included) come from details-<lang>.json.
+    #[cfg(feature = "ssr")]
+    let detail = RwSignal::new(ClaimDetail::present(&c).then(|| ClaimDetail::with_inputs(&c, &ds)));
+    #[cfg(not(feature = "ssr"))]
     let detail = RwSignal::new(ClaimDetail::present(&c).then(|| ClaimDetail::of(&c)));
     #[cfg(feature = "csr")]
     if detail.get_untracked().is_none() {
@@ -192,9 +197,10 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
             </dl>
             <h2>{t(lang, k::CLAIM_SOURCES)}</h2>
             <ol class="sources">
-                {move || detail.get().map(|d| d.sources).unwrap_or_default().iter().map(|s| {
+                {move || { let d = detail.get(); let all_inputs = d.as_ref().map(|d| d.inputs.clone()).unwrap_or_default(); d.map(|d| d.sources).unwrap_or_default().iter().enumerate().map(|(i, s)| {
                     let title = s.title.clone();
                     let link = s.url.clone();
+                    let inputs = all_inputs.iter().find(|x| x.source == i).map(|x| x.inputs.clone()).unwrap_or_default();
                     view! {
                         <li>
                             <p>
@@ -211,9 +217,22 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
                             </p>
                             {(!s.passage.is_empty()).then(|| view! { <blockquote><pre>{s.passage.clone()}</pre></blockquote> })}
                             {s.compute.as_ref().map(|e| view! { <p><code>{e.clone()}</code></p> })}
+                            {(!inputs.is_empty()).then(|| view! {
+                                <p class="muted">{t(lang, k::CLAIM_INPUTS)}</p>
+                                <ul class="inputs">{inputs.iter().map(|x| view! {
+                                    <li>
+                                        <code>{x.value.clone()}</code>" — "
+                                        <span class=if x.primary { "kind" } else { "kind community" }>{t(lang, if x.primary { k::CLAIM_INPUT_PRIMARY } else { k::CLAIM_INPUT_COMMUNITY })}</span>": "
+                                        {match x.url.clone() {
+                                            Some(u) => view! { <a href=u rel="noopener">{x.title.clone()}</a> }.into_any(),
+                                            None => view! { <span>{x.title.clone()}</span> }.into_any(),
+                                        }}
+                                    </li>
+                                }).collect_view()}</ul>
+                            })}
                         </li>
                     }
-                }).collect_view()}
+                }).collect_view() }}
             </ol>
             {move || {
                 let measurements: Vec<_> = detail.get().map(|d| d.sources).unwrap_or_default().into_iter().filter(|s| s.kind == SourceKind::Measurement).collect();
