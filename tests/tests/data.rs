@@ -38,3 +38,23 @@ fn translations_are_not_copies_of_the_english() {
         }
     }
 }
+
+/// Every seed quote (the words a claim judges, where claims share a sentence) is verbatim in its
+/// seed article (white space aside), so the split of a sentence into parts can be read back.
+#[test]
+fn every_seed_quote_is_verbatim_in_its_seed() {
+    let seeds = headroom_e2e::repo_root().join("../shared/seeds");
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut checked = 0;
+    for c in &loaded().dataset.claims {
+        for o in &c.origins {
+            let (Some(seed), Some(quote)) = (&o.seed, &o.quote) else { continue };
+            let text = std::fs::read_to_string(seeds.join(seed)).unwrap_or_else(|e| panic!("{}: {e}", seeds.join(seed).display()));
+            for part in quote.split(" … ") {
+                assert!(words(&text).contains(&words(part)), "{}: quote not in {seed}: {part:?}", c.id);
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 80, "only {checked} quotes");
+}

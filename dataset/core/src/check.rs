@@ -95,7 +95,65 @@ pub fn check(dataset: &Dataset, file_of: &BTreeMap<String, String>) -> Vec<Probl
     }
     crate::catalog_check::check_catalogs(dataset, &file, &mut problems);
     check_aggregates(dataset, &file, &mut problems);
+    for (id, message) in shared_sentences(dataset) {
+        problems.push(Problem::new(&file("claim", &id), Some(&id), message));
+    }
     problems
+}
+
+/// Collapses white space, so that a quote is compared as words.
+fn words(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// One sentence, one verdict: claims from the same place of the same seed (seed file and English
+/// locator) must each quote the words they judge, and no two quotes may overlap (neither inside
+/// the other). Returns (claim id, problem).
+pub fn shared_sentences(ds: &Dataset) -> Vec<(String, String)> {
+    let mut at: BTreeMap<(String, String), Vec<(&str, Option<String>)>> = BTreeMap::new();
+    for c in &ds.claims {
+        for o in &c.origins {
+            if let Some(seed) = &o.seed {
+                at.entry((seed.clone(), o.locator.en.clone())).or_default().push((c.id.as_str(), o.quote.as_deref().map(words)));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for ((seed, locator), claims) in at {
+        if claims.len() < 2 {
+            continue;
+        }
+        let others = |me: &str| claims.iter().filter(|(id, _)| *id != me).map(|(id, _)| *id).collect::<Vec<_>>().join(", ");
+        for (i, (id, quote)) in claims.iter().enumerate() {
+            match quote {
+                None => out.push((
+                    id.to_string(),
+                    format!(
+                        "origin {seed} \"{locator}\" is shared with {}: give each claim the `quote` (the seed's own words) it judges",
+                        others(id)
+                    ),
+                )),
+                Some(q) if q.is_empty() => out.push((id.to_string(), "origin quote is empty".to_string())),
+                Some(q) => {
+                    // A quote may name several fragments of the sentence, separated by " … ".
+                    let parts = |q: &str| q.split(" … ").map(str::to_owned).filter(|p| !p.is_empty()).collect::<Vec<_>>();
+                    let mine = parts(q);
+                    for (other, oq) in claims.iter().skip(i + 1) {
+                        if let Some(oq) = oq {
+                            let theirs = parts(oq);
+                            if mine.iter().any(|a| theirs.iter().any(|b| a.contains(b.as_str()) || b.contains(a.as_str()))) {
+                                out.push((
+                                    id.to_string(),
+                                    format!("origin {seed} \"{locator}\": its quote overlaps that of `{other}`; split the sentence into parts that do not overlap"),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The aggregated measurements: known GPU and measurement, the measurement's unit, counts and

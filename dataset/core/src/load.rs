@@ -387,6 +387,59 @@ why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "derived" }}
         assert!(load(&with_gpus(&extra(""), &derived_claim("verified"))).is_err());
     }
 
+    fn seed_claim(id: &str, verdict: &str, quote: Option<&str>) -> String {
+        let correction = if verdict == "verified" { "" } else { r#"correction = { pt = "a", es = "b", zh = "c", it = "d", en = "f" }"# };
+        let quote = quote.map(|q| format!("quote = \"{q}\"")).unwrap_or_default();
+        format!(
+            r#"
+[[claim]]
+id = "{id}"
+topic = "hardware"
+verdict = "{verdict}"
+statement = {{ pt = "a", es = "b", zh = "c", it = "d", en = "e" }}
+note = {{ pt = "a", es = "b", zh = "c", it = "d", en = "e" }}
+{correction}
+[[claim.origins]]
+seed = "002_145f3f392590e592.txt"
+locator = {{ pt = "s", es = "s", zh = "s", it = "s", en = "section 1.1" }}
+{quote}
+[[claim.sources]]
+kind = "official-doc"
+title = "Doc"
+url = "https://example.org/doc"
+passage = "p"
+accessed = "2026-11-30"
+[[claim.history]]
+date = "2026-11-30"
+to = "{verdict}"
+why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "e" }}
+"#
+        )
+    }
+
+    #[test]
+    fn one_sentence_gets_one_verdict_per_named_part() {
+        let files = |a: &str, b: &str| {
+            vec![("seeds.toml".to_string(), include_str!("../../data/seeds.toml").to_string()), ("claims/s.toml".to_string(), format!("{a}{b}"))]
+        };
+        // Two claims from one sentence without quotes: refused, naming the other claim.
+        let problems = load(&files(&seed_claim("half-a", "verified", None), &seed_claim("half-b", "contradicted", None))).unwrap_err();
+        assert!(problems.iter().any(|p| p.message.contains("is shared with half-b") && p.message.contains("`quote`")), "{problems:?}");
+        // Quotes that overlap (one inside the other): refused.
+        let problems = load(&files(
+            &seed_claim("half-a", "verified", Some("o alocador guarda blocos")),
+            &seed_claim("half-b", "contradicted", Some("o alocador  guarda blocos e pega 8 GB")),
+        ))
+        .unwrap_err();
+        assert!(problems.iter().any(|p| p.message.contains("overlaps that of `half-b`")), "{problems:?}");
+        // Named, separate parts: each half gets its own verdict.
+        let ok = load(&files(
+            &seed_claim("half-a", "verified", Some("o alocador guarda blocos")),
+            &seed_claim("half-b", "contradicted", Some("e pega 8 GB de uma vez")),
+        ));
+        assert!(ok.is_ok(), "{:?}", ok.err());
+    }
+
     #[test]
     fn crowd_measurements_alone_never_verify() {
         let problems = load(&with_aggregates(&measured_claim("verified", r#"{ number = 21.9, unit = "GiB" }"#), AGGREGATES)).unwrap_err();

@@ -183,6 +183,11 @@ pub struct Origin {
     /// Section or paragraph within it, in every language (quoted section titles stay as the
     /// source writes them).
     pub locator: Text,
+    /// The source's own words this claim judges, verbatim in its language. Required where claims
+    /// share a locator: they split the sentence into parts that do not overlap, so that one
+    /// sentence never gets two verdicts for the same words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote: Option<String>,
 }
 
 /// A number, a range or an approximation, with its unit.
