@@ -87,7 +87,7 @@ fn report(base: &Value, i: usize) -> Bytes {
 }
 
 /// Starts the release `dataset serve` on a free port with a fresh database; returns its URL.
-fn start_server(tmp: &std::path::Path) -> (String, std::process::Child) {
+fn start_server(tmp: &std::path::Path, concurrency: usize) -> (String, std::process::Child) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(repo_root())
@@ -99,8 +99,10 @@ fn start_server(tmp: &std::path::Path) -> (String, std::process::Child) {
     let site = tmp.join("site");
     std::fs::create_dir_all(&site).unwrap();
     std::fs::write(site.join("index.html"), "<!doctype html><title>Headroom</title>").unwrap();
+    // Every simulated client comes from 127.0.0.1: lift the per-client limits.
+    let cap = (concurrency + 16).to_string();
     let mut child = Command::new(target.join("release/dataset"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--rate-limit", "0", "--db"])
+        .args(["serve", "--addr", "127.0.0.1:0", "--rate-limit", "0", "--max-connections-per-client", &cap, "--db"])
         .arg(tmp.join("load.sqlite3"))
         .arg("--site")
         .arg(&site)
@@ -166,7 +168,7 @@ fn main() {
     let (url, child) = match &a.server {
         Some(url) => (url.clone(), None),
         None => {
-            let (url, child) = start_server(&tmp);
+            let (url, child) = start_server(&tmp, a.concurrency);
             (url, Some(child))
         }
     };
