@@ -191,7 +191,7 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
                             (None, Some(u)) => u.clone(),
                             _ => String::new(),
                         };
-                        view! { <li>{who}" ("{o.locator.get(lang).to_string()}")"{o.quote.clone().map(|q| view! { ": " <q lang="und">{q}</q> })}</li> }
+                        view! { <li>{who}" ("{o.locator.get(lang).to_string()}")"{o.quote.clone().map(|q| view! { <blockquote class="seed-quote"><pre>{q}</pre></blockquote> })}</li> }
                     }).collect_view()}</ul></dd>
                 })}
             </dl>
