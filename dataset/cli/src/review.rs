@@ -70,7 +70,7 @@ pub fn clusters(subs: &[Submission]) -> Vec<String> {
         out.push(format!(
             "{} reports, 1 prefix ({}), {} install id{}, {apart}: {}",
             group.len(),
-            &prefix[..prefix.len().min(6)],
+            prefix.chars().take(6).collect::<String>(),
             installs.len(),
             if installs.len() == 1 { "" } else { "s" },
             ids.join(" ")
