@@ -4,6 +4,8 @@
 #   - the wasm32 target (rustup, else Debian's rustc-web with a self-built std), wasm-bindgen-cli at
 #     the version in Cargo.lock, wasm-opt (binaryen 132 from npm): scripts/install-wasm-toolchain.sh
 #   - Debian's chromium and chromium-driver for the browser tests
+#   - Debian's postgresql server programs: the store tests run on a throwaway PostgreSQL cluster
+#     (cargo xtask test makes it with initdb in a temporary directory; no system cluster is made)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,3 +20,18 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-wqy-zenhei fontconfig >/dev/null
 fi
 echo "[setup] ok: $(chromium --version 2>/dev/null | head -1); $(chromedriver --version | head -1)" >&2
+
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  echo "[setup] installing Debian's postgresql (the store tests start a throwaway server of their own)" >&2
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  # Only the programs: the package would otherwise create and start a system-wide cluster.
+  $SUDO mkdir -p /etc/postgresql-common
+  if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
+    echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.conf >/dev/null
+  fi
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+fi
+echo "[setup] ok: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -1 || command -v initdb)" >&2

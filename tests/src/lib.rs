@@ -97,6 +97,76 @@ impl Drop for Guard {
     }
 }
 
+/// The database of a test server: a SQLite file, or a database of its own on the PostgreSQL
+/// server that `cargo xtask test` starts (named by `HEADROOM_TEST_PG`; dropped afterwards).
+pub enum TestDb {
+    Sqlite { path: PathBuf, _dir: TempDir },
+    Postgres { admin: String, name: String, url: String, secret: TempDir },
+}
+
+impl TestDb {
+    pub fn sqlite(label: &str) -> TestDb {
+        let dir = TempDir::new(label);
+        TestDb::Sqlite { path: dir.path().join("db.sqlite3"), _dir: dir }
+    }
+
+    pub fn postgres(label: &str) -> TestDb {
+        let admin = std::env::var("HEADROOM_TEST_PG").expect(
+            "HEADROOM_TEST_PG is not set: the PostgreSQL tests need a server. `cargo xtask test` starts a throwaway \
+             one; alone: `cargo xtask with-postgres -- cargo test -p headroom-e2e --test ingest`",
+        );
+        let name = format!("e2e_{}_{}", label.replace('-', "_"), std::process::id());
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls).expect("connects to HEADROOM_TEST_PG");
+        c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        let url = format!("{}/{name}", admin.rsplit_once('/').expect("a URL with a database name").0);
+        TestDb::Postgres { admin, name, url, secret: TempDir::new(label) }
+    }
+
+    /// The value of `--db`.
+    pub fn arg(&self) -> String {
+        match self {
+            TestDb::Sqlite { path, .. } => path.to_string_lossy().into_owned(),
+            TestDb::Postgres { url, .. } => url.clone(),
+        }
+    }
+
+    /// Flags every server on this database needs (PostgreSQL: the shared secret file).
+    pub fn serve_args(&self) -> Vec<String> {
+        match self {
+            TestDb::Sqlite { .. } => Vec::new(),
+            TestDb::Postgres { secret, .. } => vec!["--secret-file".into(), secret.path().join("secret").to_string_lossy().into_owned()],
+        }
+    }
+
+    /// Moves a stored submission's arrival time, directly in the database (real submitters
+    /// arrive over days, a test in seconds).
+    pub fn set_received_at(&self, id: &str, at: &str) {
+        let changed = match self {
+            TestDb::Sqlite { path, .. } => {
+                let conn = rusqlite::Connection::open(path).unwrap();
+                conn.busy_timeout(Duration::from_secs(5)).unwrap();
+                conn.execute("UPDATE submissions SET received_at = ?1 WHERE id = ?2", rusqlite::params![at, id]).unwrap() as u64
+            }
+            TestDb::Postgres { url, .. } => postgres::Client::connect(url, postgres::NoTls)
+                .unwrap()
+                .execute("UPDATE submissions SET received_at = $1 WHERE id = $2", &[&at, &id])
+                .unwrap(),
+        };
+        assert_eq!(changed, 1, "no submission {id}");
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let TestDb::Postgres { admin, name, .. } = self {
+            if let Ok(mut c) = postgres::Client::connect(admin, postgres::NoTls) {
+                let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            }
+        }
+    }
+}
+
 /// `dataset serve` on a free 127.0.0.1 port with its own SQLite file.
 pub struct Server {
     pub url: String,

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use headroom_e2e::{bin, copy_tree, repo_root, Server, TempDir};
+use headroom_e2e::{bin, copy_tree, repo_root, Server, TempDir, TestDb};
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -39,6 +39,18 @@ impl Ingest {
     /// Without a rate limit (most tests send many documents from one address).
     fn unlimited(db: &Path) -> Ingest {
         Ingest::start(db, &["--rate-limit", "0"])
+    }
+
+    /// On a test database of either backend.
+    fn on(db: &TestDb, extra: &[&str]) -> Ingest {
+        let mut args: Vec<String> = db.serve_args();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Ingest::start(Path::new(&db.arg()), &args)
+    }
+
+    fn unlimited_on(db: &TestDb) -> Ingest {
+        Ingest::on(db, &["--rate-limit", "0"])
     }
 
     fn submissions(&self) -> String {
@@ -93,14 +105,6 @@ fn post_from(url: &str, body: &[u8], client: &str) -> Answer {
         .unwrap_or_else(|e| panic!("POST {url}: {e}"))
 }
 
-/// Moves a stored submission's arrival time (the server records it; real submitters arrive over
-/// days, a test in seconds).
-fn set_received_at(db: &Path, id: &str, at: &str) {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.busy_timeout(Duration::from_secs(5)).unwrap();
-    assert_eq!(conn.execute("UPDATE submissions SET received_at = ?1 WHERE id = ?2", rusqlite::params![at, id]).unwrap(), 1);
-}
-
 fn get(url: &str) -> Answer {
     answer(agent().get(url).call()).unwrap_or_else(|e| panic!("GET {url}: {e}"))
 }
@@ -148,14 +152,30 @@ fn assert_clean_error(a: &Answer, code: &str) {
     }
 }
 
+/// A test that runs against both store backends: SQLite and the PostgreSQL server that
+/// `cargo xtask test` starts.
+macro_rules! on_both {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            #[test]
+            fn sqlite() {
+                super::$body(&headroom_e2e::TestDb::sqlite(stringify!($name)));
+            }
+            #[test]
+            fn postgres() {
+                super::$body(&headroom_e2e::TestDb::postgres(stringify!($name)));
+            }
+        }
+    };
+}
+
 // ---------------------------------------------------------------------------------------------
 // The API's answers
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn a_report_is_stored_once_and_read_back_without_private_fields() {
-    let tmp = TempDir::new("ingest-basic");
-    let server = Ingest::unlimited(&tmp.path().join("db.sqlite3"));
+on_both!(a_report_is_stored_once_and_read_back_without_private_fields, stored_once);
+fn stored_once(db: &TestDb) {
+    let server = Ingest::unlimited_on(db);
     let v = report(1, 1);
 
     let a = post(&server.submissions(), &bytes(&v));
@@ -530,11 +550,9 @@ fn ten_thousand_malformed_documents_are_all_answered_4xx() {
     assert_eq!((health.status, health.json["submissions"].as_u64()), (200, Some(0)), "{}", health.raw);
 }
 
-#[test]
-fn kill_9_during_a_burst_loses_no_acknowledged_submission() {
-    let tmp = TempDir::new("ingest-kill");
-    let db = tmp.path().join("db.sqlite3");
-    let mut server = Ingest::unlimited(&db);
+on_both!(kill_9_during_a_burst_loses_no_acknowledged_submission, kill_9);
+fn kill_9(db: &TestDb) {
+    let mut server = Ingest::unlimited_on(db);
     let url = server.submissions();
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
     let threads: Vec<_> = (0..16u64)
@@ -564,7 +582,7 @@ fn kill_9_during_a_burst_loses_no_acknowledged_submission() {
     let acked = acked.lock().unwrap().clone();
     assert!(acked.len() >= 100, "too few acknowledged before the kill: {}", acked.len());
 
-    let server = Ingest::unlimited(&db);
+    let server = Ingest::unlimited_on(db);
     let stored = get(&format!("{}/api/v1/health", server.url)).json["submissions"].as_u64().unwrap();
     eprintln!("kill -9: {} acknowledged of {sent} sent, {stored} stored after restart", acked.len());
     assert!(stored >= acked.len() as u64, "{stored} stored < {} acknowledged", acked.len());
@@ -599,10 +617,9 @@ fn slow_clients_are_disconnected_and_do_not_block_others() {
     eprintln!("slow and idle connections closed after {:.1} s", started.elapsed().as_secs_f64());
 }
 
-#[test]
-fn concurrent_duplicates_are_stored_once() {
-    let tmp = TempDir::new("ingest-dup");
-    let server = Ingest::unlimited(&tmp.path().join("db.sqlite3"));
+on_both!(concurrent_duplicates_are_stored_once, concurrent_duplicates);
+fn concurrent_duplicates(db: &TestDb) {
+    let server = Ingest::unlimited_on(db);
     let body = Arc::new(bytes(&report(40, 0)));
     let barrier = Arc::new(Barrier::new(32));
     let threads: Vec<_> = (0..32)
@@ -621,6 +638,98 @@ fn concurrent_duplicates_are_stored_once() {
     assert_eq!(answers.iter().filter(|(s, _)| *s == 200).count(), 31, "{answers:?}");
     assert!(answers.iter().all(|(_, id)| *id == answers[0].1), "{answers:?}");
     assert_eq!(get(&format!("{}/api/v1/health", server.url)).json["submissions"], 1);
+}
+
+/// A hosted deployment: two `dataset serve` processes (as behind one reverse proxy) writing to
+/// one PostgreSQL database at once. Every content is stored once whichever process gets it,
+/// both answer with the same id, each reads what the other stored, and the count both report is
+/// exact. Then one process is killed mid-burst: nothing either acknowledged is lost.
+#[test]
+fn two_server_processes_share_one_postgres_database() {
+    let db = TestDb::postgres("two_servers");
+    let mut servers = [Ingest::unlimited_on(&db), Ingest::unlimited_on(&db)];
+    // 12 threads, 6 on each server: each sends its own 30 reports and the same 20 shared ones
+    // (so every shared report reaches both processes about at once).
+    let barrier = Arc::new(Barrier::new(12));
+    let threads: Vec<_> = (0..12u64)
+        .map(|t| {
+            let (url, barrier) = (servers[(t % 2) as usize].submissions(), barrier.clone());
+            std::thread::spawn(move || {
+                let agent = agent();
+                barrier.wait();
+                let mut answers = Vec::new();
+                for n in 0..50u64 {
+                    let (key, v) = if n % 5 < 2 { (format!("shared-{}", (n + t) % 20), report(900, (n + t) % 20)) } else { (format!("own-{t}-{n}"), report(800 + t, n)) };
+                    let a = post_with(&agent, &url, &bytes(&v), "application/json").unwrap();
+                    assert!(a.status == 201 || a.status == 200, "{}: {}", a.status, a.raw);
+                    answers.push((key, a.status, a.json["id"].as_str().unwrap().to_string()));
+                }
+                answers
+            })
+        })
+        .collect();
+    let answers: Vec<(String, u16, String)> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let mut by_key: std::collections::BTreeMap<&str, Vec<(u16, &str)>> = Default::default();
+    for (key, status, id) in &answers {
+        by_key.entry(key.as_str()).or_default().push((*status, id.as_str()));
+    }
+    let shared = by_key.iter().filter(|(k, _)| k.starts_with("shared-")).count();
+    assert_eq!((by_key.len(), shared), (12 * 30 + 20, 20));
+    for (key, seen) in &by_key {
+        assert_eq!(seen.iter().filter(|(s, _)| *s == 201).count(), 1, "{key}: {seen:?}");
+        assert!(seen.iter().all(|(_, id)| *id == seen[0].1), "{key}: {seen:?}");
+    }
+    for server in &servers {
+        assert_eq!(get(&format!("{}/api/v1/health", server.url)).json["submissions"], 12 * 30 + 20);
+    }
+    // Each process reads what the other stored.
+    for (i, (key, _, id)) in answers.iter().enumerate().step_by(7) {
+        let a = get(&format!("{}/{id}", servers[(i + 1) % 2].submissions()));
+        assert_eq!(a.status, 200, "{key} {id}: {}", a.raw);
+    }
+
+    // Kill one process while both take a burst; the other keeps answering.
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let (url, acked, stop) = (servers[(t % 2) as usize].submissions(), acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let agent = agent();
+                for n in 0.. {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        return;
+                    }
+                    match post_with(&agent, &url, &bytes(&report(700 + t, n)), "application/json") {
+                        Ok(a) if a.status == 201 => acked.lock().unwrap().push(a.json["id"].as_str().unwrap().to_string()),
+                        Ok(a) => panic!("unexpected answer {}: {}", a.status, a.raw),
+                        Err(_) if t % 2 == 0 => return,
+                        Err(e) => panic!("the surviving server failed: {e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while acked.lock().unwrap().len() < 200 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    servers[0].kill_9();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    let survivor = &servers[1];
+    let agent = agent();
+    for id in &acked {
+        let a = answer(agent.get(&format!("{}/{id}", survivor.submissions())).call()).unwrap();
+        assert_eq!(a.status, 200, "acknowledged submission {id} is gone after kill -9 of one process");
+    }
+    let stored = get(&format!("{}/api/v1/health", survivor.url)).json["submissions"].as_u64().unwrap();
+    eprintln!("two processes: {} answers, {} contents; kill -9 of one: {} acknowledged, {stored} stored", answers.len(), by_key.len(), acked.len());
+    assert!(stored >= (12 * 30 + 20 + acked.len()) as u64, "{stored} stored");
 }
 
 #[test]
@@ -694,13 +803,13 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
 // Review → aggregate → check → build
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn review_and_aggregate_turn_accepted_submissions_into_built_evidence() {
+on_both!(review_and_aggregate_turn_accepted_submissions_into_evidence, review_and_aggregate);
+/// Review and aggregate on either backend; then (once, the data is the same) check and build.
+fn review_and_aggregate(db: &TestDb) {
     let tmp = TempDir::new("ingest-aggregate");
-    let db = tmp.path().join("db.sqlite3");
-    let dbs = db.to_str().unwrap().to_string();
+    let dbs = db.arg();
     // Behind a trusted proxy (127.0.0.1), so that each submitter comes from its own network.
-    let server = Ingest::start(&db, &["--rate-limit", "0", "--trusted-proxy", "127.0.0.1"]);
+    let server = Ingest::on(db, &["--rate-limit", "0", "--trusted-proxy", "127.0.0.1"]);
     // Three independent submitters on three networks (one of them twice), one report to reject,
     // one unknown GPU.
     let mut ids = Vec::new();
@@ -717,7 +826,7 @@ fn review_and_aggregate_turn_accepted_submissions_into_built_evidence() {
     let unknown = post_from(&server.submissions(), &bytes(&v), "203.0.64.9").json["id"].as_str().unwrap().to_string();
     // The submissions arrived over ten days (as they would from real users), not in one second.
     for (day, id) in ids.iter().enumerate() {
-        set_received_at(&db, id, &format!("2026-11-{:02}T10:00:00.000Z", 1 + 3 * day));
+        db.set_received_at(id, &format!("2026-11-{:02}T10:00:00.000Z", 1 + 3 * day));
     }
 
     // The queue lists all six; rejecting needs a reason; unknown ids are errors.
@@ -762,6 +871,10 @@ fn review_and_aggregate_turn_accepted_submissions_into_built_evidence() {
     // Running it again changes nothing.
     assert!(dataset(&["aggregate", "--db", &dbs, "--data", &ds]).0);
     assert_eq!(std::fs::read_to_string(data.join("measurements/aggregates.toml")).unwrap(), text);
+    if matches!(db, TestDb::Postgres { .. }) {
+        // What follows reads only the data directory, which the SQLite run checks.
+        return;
+    }
 
     // A claim citing the aggregate: three independent submitters over days whose median agrees
     // make it qualified; crowd measurements alone never make it verified.

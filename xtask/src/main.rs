@@ -5,12 +5,15 @@
 //!   cargo xtask serve [ARGS]   setup + dist, then `dataset serve ARGS` (release build)
 //!   cargo xtask test           setup + dist, then every test, including headless Chromium
 //!   cargo xtask size           setup + dist, then measure first-load bytes, time to interactive, recompute time
+//!   cargo xtask with-postgres -- CMD...  run CMD with a throwaway PostgreSQL server (HEADROOM_TEST_PG names it)
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
+
+mod postgres;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -39,11 +42,12 @@ fn main() -> ExitCode {
         "serve" => setup().and_then(|()| dist(true)).and_then(|()| serve(rest)),
         "test" => setup().and_then(|()| dist(true)).and_then(|()| test()),
         "size" => setup().and_then(|()| dist(true)).and_then(|()| size()),
+        "with-postgres" => with_postgres(rest),
         "help" | "-h" | "--help" => {
-            println!("{}", include_str!("main.rs").lines().skip(2).take(5).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
+            println!("{}", include_str!("main.rs").lines().skip(2).take(6).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
             Ok(())
         }
-        other => Err(format!("unknown task `{other}` (tasks: setup, dist, serve, test, size)")),
+        other => Err(format!("unknown task `{other}` (tasks: setup, dist, serve, test, size, with-postgres)")),
     };
     match result {
         Ok(()) => {
@@ -258,12 +262,24 @@ fn size() -> Result {
         .env("HEADROOM_SITE", root().join("site/dist")))
 }
 
+/// `cargo xtask with-postgres -- CMD ARGS…`: CMD with a throwaway PostgreSQL server started for it
+/// (its URL in HEADROOM_TEST_PG), stopped and deleted afterwards.
+fn with_postgres(args: &[String]) -> Result {
+    let args = if args.first().is_some_and(|a| a == "--") { &args[1..] } else { args };
+    let (program, rest) = args.split_first().ok_or("usage: cargo xtask with-postgres -- CMD [ARGS…]")?;
+    let cluster = postgres::Cluster::start()?;
+    run(Command::new(program).args(rest).env("HEADROOM_TEST_PG", &cluster.url))
+}
+
 fn test() -> Result {
     let root = root();
     run(cargo().args(["run", "--quiet", "-p", "dataset", "--", "check"]))?;
+    // The store's tests run on SQLite and on this real PostgreSQL server.
+    let cluster = postgres::Cluster::start()?;
     // Native crates (default members) with their unit and end-to-end tests; the e2e tests use
-    // the site just built, the real binaries, 127.0.0.1 and Debian's chromium.
-    run(cargo().args(["test", "--no-fail-fast"]).env("HEADROOM_SITE", root.join("site/dist")))?;
+    // the site just built, the real binaries, 127.0.0.1, PostgreSQL and Debian's chromium.
+    run(cargo().args(["test", "--no-fail-fast"]).env("HEADROOM_SITE", root.join("site/dist")).env("HEADROOM_TEST_PG", &cluster.url))?;
+    drop(cluster);
     // The site's own pure pieces (routes, query strings, number formats), natively.
     run(cargo().args(["test", "-p", "headroom-site", "--lib"]))?;
     // The pure crates must keep building for the browser.

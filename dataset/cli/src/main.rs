@@ -98,9 +98,10 @@ enum Command {
         /// Address to listen on (port 0 picks a free one).
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: std::net::SocketAddr,
-        /// SQLite database file (created if missing).
-        #[arg(long, default_value_os_t = store::default_db_path())]
-        db: PathBuf,
+        /// SQLite database file (created if missing), or a PostgreSQL URL (postgres://user@host/db)
+        /// for a hosted deployment (several server processes sharing one database).
+        #[arg(long, value_name = "FILE|URL", value_parser = store::Db::parse, default_value_t = store::Db::Sqlite(store::default_db_path()))]
+        db: store::Db,
         /// The built site (from `cargo xtask dist`).
         #[arg(long, default_value_os_t = serve::default_site_dir())]
         site: PathBuf,
@@ -130,15 +131,15 @@ enum Command {
         max_db_mib: Option<u64>,
         /// The server secret that keys the private origin tags (network prefix, user agent) of
         /// each submission; created (32 random bytes, owner-only) if missing. Default: beside the
-        /// database, `<db>.secret`.
+        /// SQLite database, `<db>.secret`; required with PostgreSQL.
         #[arg(long, value_name = "PATH")]
         secret_file: Option<PathBuf>,
     },
     /// List pending submissions, or accept or reject one.
     Review {
-        /// SQLite database file of `dataset serve`.
-        #[arg(long, default_value_os_t = store::default_db_path())]
-        db: PathBuf,
+        /// The database of `dataset serve`: its SQLite file or PostgreSQL URL.
+        #[arg(long, value_name = "FILE|URL", value_parser = store::Db::parse, default_value_t = store::Db::Sqlite(store::default_db_path()))]
+        db: store::Db,
         /// The data directory (its GPU catalog names the GPUs in the list).
         #[arg(long, default_value_os_t = data::default_data_dir())]
         data: PathBuf,
@@ -167,8 +168,9 @@ enum Command {
     },
     /// Aggregate accepted submissions into data/measurements/aggregates.toml (per GPU and measurement).
     Aggregate {
-        #[arg(long, default_value_os_t = store::default_db_path())]
-        db: PathBuf,
+        /// The database of `dataset serve`: its SQLite file or PostgreSQL URL.
+        #[arg(long, value_name = "FILE|URL", value_parser = store::Db::parse, default_value_t = store::Db::Sqlite(store::default_db_path()))]
+        db: store::Db,
         #[arg(long, default_value_os_t = data::default_data_dir())]
         data: PathBuf,
     },
@@ -210,8 +212,10 @@ fn main() -> ExitCode {
             write_timeout,
             max_db_mib,
             secret_file,
-        } => serve::run(serve::Options {
-            secret_file: secret_file.unwrap_or_else(|| db.with_extension("secret")),
+        } => match secret_file.map_or_else(|| db.default_secret_file(), Ok) {
+            Err(e) => Err(e),
+            Ok(secret_file) => serve::run(serve::Options {
+            secret_file,
             addr,
             db,
             site,
@@ -223,6 +227,7 @@ fn main() -> ExitCode {
             write_timeout: std::time::Duration::from_secs(write_timeout.max(1)),
             max_db_bytes: max_db_mib.map(|m| m << 20),
         }),
+        },
         Command::Review {
             db,
             data,

@@ -7,7 +7,7 @@ use headroom_core::report::{self, Report};
 use headroom_core::{Aggregate, Gpu};
 use serde_json::Value;
 
-use crate::store::{Sqlite, Status, Store, Submission};
+use crate::store::{Db, Status, Submission};
 
 /// Where `dataset aggregate` writes, relative to the data directory.
 pub const AGGREGATES_FILE: &str = "measurements/aggregates.toml";
@@ -118,16 +118,13 @@ fn pending_table(pending: &[Submission], gpus: &[Gpu]) -> String {
 }
 
 /// `dataset review [--accept ID | --reject ID --reason TEXT] [--json]`.
-pub fn review(db: &Path, data: &Path, accept: Option<&str>, reject: Option<&str>, reason: Option<&str>, json: bool) -> Result<(), String> {
-    if !db.is_file() {
-        return Err(format!("no database at {} (pass --db PATH: the file `dataset serve` writes)", db.display()));
-    }
-    let store = Sqlite::open(db)?;
+pub fn review(db: &Db, data: &Path, accept: Option<&str>, reject: Option<&str>, reason: Option<&str>, json: bool) -> Result<(), String> {
+    let store = db.open_existing()?;
     let now = crate::ingest::now_rfc3339();
     let decide = |id: &str, status: Status, reason: Option<&str>| -> Result<(), String> {
-        let before = store.set_status(id, status, reason, &now).map_err(|e| format!("database {}: {e}", db.display()))?;
+        let before = store.set_status(id, status, reason, &now).map_err(|e| format!("database {}: {e}", db))?;
         match before {
-            None => Err(format!("no submission `{}` in {}", printable(id, 40), db.display())),
+            None => Err(format!("no submission `{}` in {}", printable(id, 40), db)),
             Some(before) => {
                 println!("{id}: {} -> {}", before.code(), status.code());
                 Ok(())
@@ -200,14 +197,11 @@ fn aggregates_toml(aggregates: &[Aggregate]) -> Result<String, String> {
 }
 
 /// `dataset aggregate`: every accepted submission whose GPU is in the catalog, aggregated.
-pub fn aggregate(db: &Path, data: &Path) -> Result<(), String> {
-    if !db.is_file() {
-        return Err(format!("no database at {} (pass --db PATH: the file `dataset serve` writes)", db.display()));
-    }
+pub fn aggregate(db: &Db, data: &Path) -> Result<(), String> {
     let loaded = crate::data::load_checked(data)?;
     let gpus = &loaded.dataset.gpus;
-    let store = Sqlite::open(db)?;
-    let accepted = store.list(Status::Accepted).map_err(|e| format!("database {}: {e}", db.display()))?;
+    let store = db.open_existing()?;
+    let accepted = store.list(Status::Accepted).map_err(|e| format!("database {}: {e}", db))?;
     let mut reports: Vec<(String, Report, report::Origin)> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
     for s in &accepted {

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use tower_http::services::ServeDir;
 
 use crate::ingest::{self, RateLimiter};
-use crate::store::{Inserted, NewSubmission, Sqlite, Store, StoreError};
+use crate::store::{Inserted, NewSubmission, Store, StoreError};
 
 pub fn default_site_dir() -> PathBuf {
     std::env::var_os("HEADROOM_SITE")
@@ -96,7 +96,7 @@ pub struct ClientAddr(pub std::net::IpAddr);
 /// Server settings (`dataset serve` flags).
 pub struct Options {
     pub addr: SocketAddr,
-    pub db: PathBuf,
+    pub db: crate::store::Db,
     pub site: PathBuf,
     pub data: PathBuf,
     /// Submissions per minute per client address; 0 turns the limit off.
@@ -517,7 +517,7 @@ async fn shutdown() {
 
 pub fn run(o: Options) -> Result<(), String> {
     let gpus = load_gpus(&o.data)?;
-    let store: Arc<dyn Store> = Arc::new(Sqlite::open_capped(&o.db, o.max_db_bytes)?);
+    let store: Arc<dyn Store> = o.db.open(o.max_db_bytes)?;
     let tagger = crate::ingest::Tagger::new(crate::ingest::load_or_create_secret(&o.secret_file)?);
     let app = router(store, &o.site, gpus, RateLimiter::new(o.rate_limit, o.rate_burst), tagger)?;
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
@@ -525,7 +525,7 @@ pub fn run(o: Options) -> Result<(), String> {
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
-        println!("Headroom is serving {} on http://{local}/ (database: {})", site.display(), db.display());
+        println!("Headroom is serving {} on http://{local}/ (database: {db})", site.display());
         use std::io::Write;
         let _ = std::io::stdout().flush();
         let limit = if o.rate_limit == 0 { "off".to_string() } else { format!("{} a minute, burst {}", o.rate_limit, o.rate_burst) };

@@ -1,10 +1,11 @@
-//! Durable storage for the ingest API. SQLite (one file, WAL, `synchronous=FULL`) behind a small
-//! interface (`Store`) so that a hosted deployment can swap in PostgreSQL without touching the
-//! HTTP layer or the review and aggregate commands.
+//! Durable storage for the ingest API behind one interface (`Store`), with two backends: SQLite
+//! (one file, WAL, `synchronous=FULL`; the embedded default) and PostgreSQL (`--db postgres://…`,
+//! for a hosted deployment with several server processes; [`postgres`]). The HTTP layer and the
+//! review and aggregate commands see only the interface; `Db::open` picks the backend.
 //!
-//! Inserts go through one writer thread that commits every insert waiting at that moment in one
-//! transaction (group commit): each caller gets its answer only after the commit that holds its
-//! row, so a 2xx always means the row is on disk.
+//! Inserts go through one writer thread per process that commits every insert waiting at that
+//! moment in one transaction (group commit): each caller gets its answer only after the commit
+//! that holds its row, so a 2xx always means the row is durable.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -12,10 +13,81 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
+mod postgres;
+pub use self::postgres::Postgres;
+
 use rusqlite::{params, Connection, OptionalExtension};
 
 pub fn default_db_path() -> PathBuf {
     PathBuf::from("var/headroom.sqlite3")
+}
+
+/// Where the submissions live: a SQLite file, or a PostgreSQL database named by a URL
+/// (`postgres://` or `postgresql://`, libpq's URL form).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Db {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl Db {
+    /// `--db`'s parser: a URL with a PostgreSQL scheme, else a file path.
+    pub fn parse(s: &str) -> Result<Db, String> {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            postgres::config(s)?;
+            Ok(Db::Postgres(s.to_string()))
+        } else if s.contains("://") {
+            Err(format!("`{}`: a database is a SQLite file path or a postgres:// URL", postgres::redacted(s)))
+        } else if s.is_empty() {
+            Err("the database path is empty".into())
+        } else {
+            Ok(Db::Sqlite(PathBuf::from(s)))
+        }
+    }
+
+    /// Opens the store (creating and migrating its schema). `max_bytes` caps a SQLite file; a
+    /// PostgreSQL server has its own quotas, so a cap there is refused.
+    pub fn open(&self, max_bytes: Option<u64>) -> Result<Arc<dyn Store>, String> {
+        match self {
+            Db::Sqlite(path) => Ok(Arc::new(Sqlite::open_capped(path, max_bytes)?)),
+            Db::Postgres(url) => {
+                if max_bytes.is_some() {
+                    return Err("--max-db-mib caps a SQLite file; on PostgreSQL use the server's own limits (a tablespace on a volume with a quota)".into());
+                }
+                Ok(Arc::new(Postgres::open(url)?))
+            }
+        }
+    }
+
+    /// Opens an existing database for `review` and `aggregate` (a missing SQLite file is an
+    /// error there, not a new empty database).
+    pub fn open_existing(&self) -> Result<Arc<dyn Store>, String> {
+        if let Db::Sqlite(path) = self {
+            if !path.is_file() {
+                return Err(format!("no database at {} (pass --db: the file `dataset serve` writes, or its postgres:// URL)", path.display()));
+            }
+        }
+        self.open(None)
+    }
+
+    /// The default place of the server secret: beside a SQLite file. Several server processes
+    /// sharing a PostgreSQL database must share one secret, so there it has to be named.
+    pub fn default_secret_file(&self) -> Result<PathBuf, String> {
+        match self {
+            Db::Sqlite(path) => Ok(path.with_extension("secret")),
+            Db::Postgres(_) => Err("with a PostgreSQL database pass --secret-file PATH (every server process of the deployment must use the same secret)".into()),
+        }
+    }
+}
+
+/// For messages and logs: the file path, or the URL without its password.
+impl fmt::Display for Db {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Db::Sqlite(path) => write!(f, "{}", path.display()),
+            Db::Postgres(url) => f.write_str(&postgres::redacted(url)),
+        }
+    }
 }
 
 /// Review state of a submission.
@@ -114,12 +186,20 @@ pub trait Store: Send + Sync + 'static {
     fn health(&self) -> Result<Health, StoreError>;
     /// Stores a submission unless one with the same content hash exists; returns the id either
     /// way. Returns only once the row is durable.
-    fn insert_or_get(&self, new: NewSubmission) -> Result<Inserted, StoreError>;
+    #[cfg_attr(not(test), allow(dead_code))] // the server uses the form that does not wait
+    fn insert_or_get(&self, new: NewSubmission) -> Result<Inserted, StoreError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.insert_or_get_then(
+            new,
+            Box::new(move |r| {
+                let _ = reply.send(r);
+            }),
+        );
+        answer.recv().map_err(|_| StoreError("the database writer has stopped".into()))?
+    }
     /// The same without waiting: `done` is called with the result once the row is durable (on
     /// another thread). The server uses this so that no thread blocks on the commit.
-    fn insert_or_get_then(&self, new: NewSubmission, done: Reply) {
-        done(self.insert_or_get(new))
-    }
+    fn insert_or_get_then(&self, new: NewSubmission, done: Reply);
     fn get(&self, id: &str) -> Result<Option<Submission>, StoreError>;
     /// Submissions with this status, oldest first.
     fn list(&self, status: Status) -> Result<Vec<Submission>, StoreError>;
@@ -127,7 +207,8 @@ pub trait Store: Send + Sync + 'static {
     fn set_status(&self, id: &str, status: Status, reason: Option<&str>, at: &str) -> Result<Option<Status>, StoreError>;
 }
 
-/// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
+/// Schema migrations, applied in order; SQLite's `PRAGMA user_version` and PostgreSQL's
+/// `headroom_meta.schema_version` record how many ran. The same SQL runs on both backends.
 const MIGRATIONS: &[&str] = &[
     // 1: submissions from `probe --submit` (the ingest issue fills in validation and review).
     "CREATE TABLE submissions (
@@ -182,10 +263,6 @@ fn connect(path: &Path) -> Result<Connection, rusqlite::Error> {
 }
 
 impl Sqlite {
-    pub fn open(path: &Path) -> Result<Sqlite, String> {
-        Sqlite::open_capped(path, None)
-    }
-
     /// Opens the database; with `max_bytes`, writes that would grow it beyond that size fail as
     /// they do on a full disk (SQLite's `max_page_count`).
     pub fn open_capped(path: &Path, max_bytes: Option<u64>) -> Result<Sqlite, String> {
@@ -223,11 +300,7 @@ impl Sqlite {
         let writes_failing = Arc::new(AtomicBool::new(false));
         let failing = writes_failing.clone();
         let checkpoint_conn = connect(path).map_err(err)?;
-        let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("sqlite-writer".into())
-            .spawn(move || writer(writer_conn, rx, failing))
-            .map_err(|e| format!("cannot start the database writer: {e}"))?;
+        let tx = spawn_writer("sqlite-writer", SqliteWriter { conn: writer_conn, commits: 0 }, failing)?;
         let (stop, stopped) = mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
@@ -255,38 +328,76 @@ impl Sqlite {
     }
 }
 
-/// The writer thread: takes every queued insert, commits them in one transaction, answers each.
-/// Ends when the `Sqlite` (the queue's sender) is dropped.
-fn writer(mut conn: Connection, rx: mpsc::Receiver<Job>, failing: Arc<AtomicBool>) {
-    let mut commits = 0u32;
-    while let Ok(first) = rx.recv() {
-        let mut jobs = vec![first];
-        while jobs.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
-            }
-        }
-        let results = commit_batch(&mut conn, &jobs);
-        failing.store(results.is_err(), Ordering::Relaxed);
-        match results {
-            Ok(results) => {
-                for ((_, reply), result) in jobs.into_iter().zip(results) {
-                    reply(result);
+/// A backend's side of the group-commit writer thread.
+trait BatchWriter: Send + 'static {
+    /// One transaction for the batch: per-row results, or an error for the whole batch when the
+    /// commit fails (then nothing of it is stored).
+    fn commit(&mut self, jobs: &[Job]) -> Result<Vec<Result<Inserted, StoreError>>, StoreError>;
+    /// Called after each successful commit.
+    fn committed(&mut self) {}
+}
+
+/// Starts the writer thread: it takes every queued insert, commits them in one transaction and
+/// answers each. It ends when the returned queue's sender is dropped.
+fn spawn_writer(name: &str, mut w: impl BatchWriter, failing: Arc<AtomicBool>) -> Result<mpsc::Sender<Job>, String> {
+    let (tx, rx) = mpsc::channel::<Job>();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            while let Ok(first) = rx.recv() {
+                let mut jobs = vec![first];
+                while jobs.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(job) => jobs.push(job),
+                        Err(_) => break,
+                    }
                 }
-                // Under sustained load the background checkpoints never quite catch up, and the
-                // WAL can only start over once one has. Now and then the writer finishes the
-                // checkpoint itself (little is left to copy) so that the WAL stays bounded.
-                commits += 1;
-                if commits % WRITER_CHECKPOINT_EVERY == 0 {
-                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                let results = w.commit(&jobs);
+                failing.store(results.is_err(), Ordering::Relaxed);
+                match results {
+                    Ok(results) => {
+                        for ((_, reply), result) in jobs.into_iter().zip(results) {
+                            reply(result);
+                        }
+                        w.committed();
+                    }
+                    Err(e) => {
+                        for (_, reply) in jobs {
+                            reply(Err(StoreError(e.0.clone())));
+                        }
+                    }
                 }
             }
-            Err(e) => {
-                for (_, reply) in jobs {
-                    reply(Err(StoreError(e.to_string())));
-                }
-            }
+        })
+        .map_err(|e| format!("cannot start the database writer: {e}"))?;
+    Ok(tx)
+}
+
+/// Hands an insert to the writer thread (answered at once when the thread is gone).
+fn enqueue(writer: &mpsc::Sender<Job>, new: NewSubmission, done: Reply) {
+    if let Err(mpsc::SendError((_, done))) = writer.send((new, done)) {
+        done(Err(StoreError("the database writer has stopped".into())));
+    }
+}
+
+/// SQLite's writer connection.
+struct SqliteWriter {
+    conn: Connection,
+    commits: u32,
+}
+
+impl BatchWriter for SqliteWriter {
+    fn commit(&mut self, jobs: &[Job]) -> Result<Vec<Result<Inserted, StoreError>>, StoreError> {
+        Ok(commit_batch(&mut self.conn, jobs)?)
+    }
+
+    fn committed(&mut self) {
+        // Under sustained load the background checkpoints never quite catch up, and the WAL can
+        // only start over once one has. Now and then the writer finishes the checkpoint itself
+        // (little is left to copy) so that the WAL stays bounded.
+        self.commits += 1;
+        if self.commits % WRITER_CHECKPOINT_EVERY == 0 {
+            let _ = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
         }
     }
 }
@@ -345,21 +456,8 @@ impl Store for Sqlite {
         Ok(Health { submissions: n.unwrap_or(0).max(0) as u64, writes_failing: self.writes_failing.load(Ordering::Relaxed) })
     }
 
-    fn insert_or_get(&self, new: NewSubmission) -> Result<Inserted, StoreError> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        self.insert_or_get_then(
-            new,
-            Box::new(move |r| {
-                let _ = reply.send(r);
-            }),
-        );
-        answer.recv().map_err(|_| StoreError("the database writer has stopped".into()))?
-    }
-
     fn insert_or_get_then(&self, new: NewSubmission, done: Reply) {
-        if let Err(mpsc::SendError((_, done))) = self.writer.send((new, done)) {
-            done(Err(StoreError("the database writer has stopped".into())));
-        }
+        enqueue(&self.writer, new, done)
     }
 
     fn get(&self, id: &str) -> Result<Option<Submission>, StoreError> {
@@ -393,14 +491,101 @@ impl Store for Sqlite {
     }
 }
 
+/// The store suite, run on both backends: each test is a function of a fresh empty database
+/// (SQLite: a new file; PostgreSQL: a new database on the server named by `HEADROOM_TEST_PG`,
+/// which `cargo xtask test` starts).
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn temp(label: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("headroom-store-{label}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
+    /// A fresh, empty database of one backend, removed when dropped.
+    enum Fresh {
+        Sqlite(PathBuf),
+        Postgres { admin: String, name: String, url: String },
+    }
+
+    impl Fresh {
+        fn sqlite(label: &str) -> Fresh {
+            let dir = std::env::temp_dir().join(format!("headroom-store-{label}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            Fresh::Sqlite(dir)
+        }
+
+        fn postgres(label: &str) -> Fresh {
+            let admin = std::env::var("HEADROOM_TEST_PG").expect(
+                "HEADROOM_TEST_PG is not set: the PostgreSQL store tests need a server. `cargo xtask test` starts a \
+                 throwaway one; alone: `cargo xtask with-postgres -- cargo test -p dataset`",
+            );
+            let name = format!("store_{label}_{}", std::process::id());
+            let mut c = ::postgres::Client::connect(&admin, ::postgres::NoTls).expect("connects to HEADROOM_TEST_PG");
+            c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
+            c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+            let url = format!("{}/{name}", admin.rsplit_once('/').expect("a URL with a database name").0);
+            Fresh::Postgres { admin, name, url }
+        }
+
+        fn db(&self) -> Db {
+            match self {
+                Fresh::Sqlite(dir) => Db::Sqlite(dir.join("nested/db.sqlite3")),
+                Fresh::Postgres { url, .. } => Db::Postgres(url.clone()),
+            }
+        }
+
+        fn open(&self) -> Arc<dyn Store> {
+            self.db().open(None).expect("opens")
+        }
+
+        /// Runs SQL on the database directly (not through the store).
+        fn sql(&self, sql: &str) {
+            match self {
+                Fresh::Sqlite(_) => {
+                    let Db::Sqlite(path) = self.db() else { unreachable!() };
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    Connection::open(&path).unwrap().execute_batch(sql).unwrap();
+                }
+                Fresh::Postgres { url, .. } => ::postgres::Client::connect(url, ::postgres::NoTls).unwrap().batch_execute(sql).unwrap(),
+            }
+        }
+
+        /// The schema version recorded in the database.
+        fn version(&self) -> i64 {
+            match self {
+                Fresh::Sqlite(_) => {
+                    let Db::Sqlite(path) = self.db() else { unreachable!() };
+                    Connection::open(&path).unwrap().pragma_query_value(None, "user_version", |r| r.get(0)).unwrap()
+                }
+                Fresh::Postgres { url, .. } => {
+                    let mut c = ::postgres::Client::connect(url, ::postgres::NoTls).unwrap();
+                    c.query_one("SELECT schema_version FROM headroom_meta", &[]).unwrap().get::<_, i32>(0) as i64
+                }
+            }
+        }
+
+        /// Sets the recorded schema version.
+        fn set_version(&self, v: i64) {
+            match self {
+                Fresh::Sqlite(_) => self.sql(&format!("PRAGMA user_version = {v}")),
+                Fresh::Postgres { .. } => self.sql(&format!(
+                    "CREATE TABLE IF NOT EXISTS headroom_meta (one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), schema_version INTEGER NOT NULL, submissions BIGINT NOT NULL);
+                     INSERT INTO headroom_meta (schema_version, submissions) VALUES ({v}, 0) ON CONFLICT (one) DO UPDATE SET schema_version = {v};"
+                )),
+            }
+        }
+    }
+
+    impl Drop for Fresh {
+        fn drop(&mut self) {
+            match self {
+                Fresh::Sqlite(dir) => {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+                Fresh::Postgres { admin, name, .. } => {
+                    if let Ok(mut c) = ::postgres::Client::connect(admin, ::postgres::NoTls) {
+                        let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+                    }
+                }
+            }
+        }
     }
 
     fn new(id: &str, hash: &str) -> NewSubmission {
@@ -414,69 +599,75 @@ mod tests {
         }
     }
 
-    #[test]
-    fn opening_creates_the_file_and_migrates_once() {
-        let dir = temp("open");
-        let path = dir.join("nested/db.sqlite3");
-        let store = Sqlite::open(&path).expect("opens");
+    /// One test of the suite on both backends.
+    macro_rules! on_both {
+        ($name:ident, $body:ident) => {
+            mod $name {
+                #[test]
+                fn sqlite() {
+                    super::$body(&super::Fresh::sqlite(stringify!($name)));
+                }
+                #[test]
+                fn postgres() {
+                    super::$body(&super::Fresh::postgres(stringify!($name)));
+                }
+            }
+        };
+    }
+
+    on_both!(opening_creates_the_database_and_migrates_once, creates_and_migrates_once);
+    fn creates_and_migrates_once(f: &Fresh) {
+        let store = f.open();
         assert_eq!(store.health().unwrap().submissions, 0);
         drop(store);
         // Reopening does not re-run migrations (which would fail: the table exists).
-        let store = Sqlite::open(&path).expect("reopens");
+        let store = f.open();
         assert_eq!(store.health().unwrap().submissions, 0);
-        let conn = Connection::open(&path).unwrap();
-        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
-        assert_eq!(mode, "wal");
-        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
-        assert_eq!(version, MIGRATIONS.len() as i64);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_database_from_migration_1_is_upgraded_and_keeps_its_rows() {
-        let dir = temp("upgrade");
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("db.sqlite3");
-        {
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(MIGRATIONS[0]).unwrap();
-            conn.pragma_update(None, "user_version", 1).unwrap();
-            conn.execute("INSERT INTO submissions VALUES ('old', 'h', '2026-11-29T00:00:00Z', 'pending', NULL, '{}')", []).unwrap();
+        assert_eq!(f.version(), MIGRATIONS.len() as i64);
+        if let Db::Sqlite(path) = f.db() {
+            let mode: String = Connection::open(&path).unwrap().pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+            assert_eq!(mode, "wal");
         }
-        let store = Sqlite::open(&path).unwrap();
+    }
+
+    on_both!(a_database_from_migration_1_is_upgraded_and_keeps_its_rows, upgraded_from_migration_1);
+    fn upgraded_from_migration_1(f: &Fresh) {
+        f.sql(MIGRATIONS[0]);
+        f.set_version(1);
+        f.sql("INSERT INTO submissions VALUES ('old', 'h', '2026-11-29T00:00:00Z', 'pending', NULL, '{}')");
+        let store = f.open();
         let old = store.get("old").unwrap().expect("kept");
-        assert_eq!((old.status, old.reviewed_at), (Status::Pending, None));
-        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!((old.status, old.reviewed_at, old.prefix_tag), (Status::Pending, None, None));
+        assert_eq!(store.health().unwrap().submissions, 1);
+        assert_eq!(f.version(), MIGRATIONS.len() as i64);
     }
 
-    #[test]
-    fn a_newer_schema_is_refused_with_a_clear_message() {
-        let dir = temp("newer");
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("db.sqlite3");
-        Connection::open(&path).unwrap().pragma_update(None, "user_version", 99).unwrap();
-        let err = Sqlite::open(&path).err().expect("refused");
+    on_both!(a_newer_schema_is_refused_with_a_clear_message, newer_schema_refused);
+    fn newer_schema_refused(f: &Fresh) {
+        f.set_version(99);
+        let err = f.db().open(None).err().expect("refused");
         assert!(err.contains("schema version 99"), "{err}");
-        let _ = std::fs::remove_dir_all(&dir);
+        assert!(!err.contains("password"), "{err}");
     }
 
-    #[test]
-    fn the_same_content_is_stored_once_and_keeps_its_first_id() {
-        let dir = temp("dedupe");
-        let store = Sqlite::open(&dir.join("db.sqlite3")).unwrap();
+    on_both!(the_same_content_is_stored_once_and_keeps_its_first_id, dedupe);
+    fn dedupe(f: &Fresh) {
+        let store = f.open();
         let a = store.insert_or_get(new("id-a", "hash-1")).unwrap();
         assert_eq!(a, Inserted { id: "id-a".into(), created: true, status: Status::Pending });
         let b = store.insert_or_get(new("id-b", "hash-1")).unwrap();
         assert_eq!(b, Inserted { id: "id-a".into(), created: false, status: Status::Pending });
         assert_eq!(store.health().unwrap().submissions, 1);
         assert!(store.get("id-b").unwrap().is_none());
-        let _ = std::fs::remove_dir_all(&dir);
+        // A taken id with new content fails that insert alone.
+        assert!(store.insert_or_get(new("id-a", "hash-2")).is_err());
+        assert_eq!(store.insert_or_get(new("id-c", "hash-3")).unwrap().created, true);
+        assert_eq!(store.health().unwrap().submissions, 2);
     }
 
-    #[test]
-    fn concurrent_inserts_are_grouped_and_each_is_answered() {
-        let dir = temp("group");
-        let store = std::sync::Arc::new(Sqlite::open(&dir.join("db.sqlite3")).unwrap());
+    on_both!(concurrent_inserts_are_grouped_and_each_is_answered, concurrent);
+    fn concurrent(f: &Fresh) {
+        let store = f.open();
         let threads: Vec<_> = (0..16)
             .map(|t| {
                 let store = store.clone();
@@ -491,25 +682,43 @@ mod tests {
         assert_eq!(all.len(), 400);
         assert_eq!(all.iter().filter(|i| i.created).count(), 200, "each of the 200 contents stored once");
         assert_eq!(store.health().unwrap().submissions, 200);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
-    #[test]
-    fn review_moves_submissions_between_lists() {
-        let dir = temp("review");
-        let store = Sqlite::open(&dir.join("db.sqlite3")).unwrap();
-        for (id, hash) in [("a", "1"), ("b", "2"), ("c", "3")] {
+    on_both!(review_moves_submissions_between_lists, review);
+    fn review(f: &Fresh) {
+        let store = f.open();
+        // Listed oldest first, then by id in byte order (uppercase before lowercase).
+        for (id, hash) in [("c", "3"), ("b", "2"), ("a", "1"), ("B", "4")] {
             store.insert_or_get(new(id, hash)).unwrap();
         }
-        assert_eq!(store.list(Status::Pending).unwrap().len(), 3);
+        let ids = |s| store.list(s).unwrap().into_iter().map(|x| x.id).collect::<Vec<_>>();
+        assert_eq!(ids(Status::Pending), vec!["B", "a", "b", "c"]);
         assert_eq!(store.set_status("a", Status::Accepted, None, "2026-11-30T10:00:00Z").unwrap(), Some(Status::Pending));
         assert_eq!(store.set_status("b", Status::Rejected, Some("implausible"), "2026-11-30T10:00:00Z").unwrap(), Some(Status::Pending));
         assert_eq!(store.set_status("zzz", Status::Accepted, None, "2026-11-30T10:00:00Z").unwrap(), None);
-        let ids = |s| store.list(s).unwrap().into_iter().map(|x| x.id).collect::<Vec<_>>();
-        assert_eq!(ids(Status::Pending), vec!["c"]);
+        assert_eq!(ids(Status::Pending), vec!["B", "c"]);
         assert_eq!(ids(Status::Accepted), vec!["a"]);
         let b = store.get("b").unwrap().unwrap();
         assert_eq!((b.status, b.reason.as_deref(), b.reviewed_at.as_deref()), (Status::Rejected, Some("implausible"), Some("2026-11-30T10:00:00Z")));
-        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(b.prefix_tag.as_deref(), Some("0123456789abcdef"));
+    }
+
+    #[test]
+    fn database_arguments_are_a_file_or_a_postgres_url() {
+        assert_eq!(Db::parse("var/x.sqlite3").unwrap(), Db::Sqlite("var/x.sqlite3".into()));
+        assert!(matches!(Db::parse("postgres://app:pw@db/headroom").unwrap(), Db::Postgres(_)));
+        assert_eq!(Db::parse("postgres://app:pw@db/headroom").unwrap().to_string(), "postgres://app:***@db/headroom");
+        let err = Db::parse("mysql://app:pw@db/x").unwrap_err();
+        assert!(err.contains("postgres://") && !err.contains("pw"), "{err}");
+        assert!(Db::parse("").is_err());
+        assert!(Db::parse("var/x.sqlite3").unwrap().default_secret_file().unwrap().ends_with("var/x.secret"));
+        assert!(Db::parse("postgres://db/x").unwrap().default_secret_file().unwrap_err().contains("--secret-file"));
+        assert!(Db::parse("postgres://db/x").unwrap().open(Some(1 << 20)).err().unwrap().contains("SQLite"));
+    }
+
+    #[test]
+    fn a_postgres_server_that_is_not_there_is_a_clear_error() {
+        let err = Db::parse("postgres://app:pw@127.0.0.1:1/headroom?connect_timeout=2").unwrap().open(None).err().expect("refused");
+        assert!(err.contains("127.0.0.1") && !err.contains("pw@"), "{err}");
     }
 }
