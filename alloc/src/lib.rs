@@ -23,6 +23,7 @@ pub mod device;
 pub mod freeset;
 pub mod native;
 pub mod oom;
+pub mod recover;
 pub mod stats;
 pub mod trace;
 
@@ -51,6 +52,9 @@ pub struct Options {
     pub process_overhead: Option<u64>,
     /// Device index in the OOM message.
     pub device_index: u32,
+    /// Go on after an allocation the trace marks recoverable fails, as PyTorch does
+    /// (`recover`); false: every failure ends the replay.
+    pub recover: bool,
 }
 
 impl Options {
@@ -62,8 +66,29 @@ impl Options {
             memory_fraction: None,
             process_overhead: None,
             device_index: 0,
+            recover: true,
         }
     }
+}
+
+/// An allocation that failed where PyTorch catches the error and goes on (`recover`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Fallback {
+    /// Index of the source event (JSON `events` index, or `device_traces` index).
+    pub at: u64,
+    /// Bytes requested.
+    pub size: u64,
+    /// The rule that recognised it: a built-in site's frame, a user pattern, or `size N`.
+    pub site: String,
+    /// What PyTorch does instead.
+    pub what: String,
+    /// What PyTorch does next is not in the trace (it recorded a run where the first candidate
+    /// fit), and the replay leaves it out. It can take at most this much without failing too:
+    /// the limit (the fraction cap, else what the device has free) minus the bytes allocated
+    /// at that moment.
+    pub unrecorded_at_most: u64,
+    /// Bytes reserved right after the failure (the allocator has released its cache).
+    pub reserved_after: u64,
 }
 
 /// What a replay did.
@@ -96,6 +121,8 @@ pub struct Outcome {
     pub stats: Option<DeviceStats>,
     /// Warnings PyTorch would print for this configuration.
     pub warnings: Vec<String>,
+    /// Allocations that failed where PyTorch recovers (the replay went on past each).
+    pub fallbacks: Vec<Fallback>,
 }
 
 /// Replay `trace` under `opts`.
@@ -114,10 +141,19 @@ fn replay_native(trace: &Trace, opts: &Options, device: Device) -> Outcome {
     let mut a = native::Native::new(&opts.conf, device, opts.memory_fraction);
     let mut handles = vec![native::NIL; trace.num_ids as usize];
     let mut oom = None;
+    let mut fallbacks = Vec::new();
     let mut replayed = 0u64;
     for e in &trace.events {
         replayed += 1;
         if let Err(k) = a.step(e, &mut handles) {
+            // PyTorch catches this one and goes on; its handle stays NIL, so its free is a no-op.
+            if opts.recover && e.op == OP_ALLOC && let Some(site) = trace.recoverable_label(e.id) {
+                let allocated = a.stats.allocated_bytes.all.current as u64;
+                let reserved = a.stats.reserved_bytes.all.current as u64;
+                let limit = a.allowed_memory_maximum().unwrap_or(reserved + a.device.free_now());
+                fallbacks.push(fallback(e, site, limit.saturating_sub(allocated), reserved));
+                continue;
+            }
             oom = Some((e, k));
             break;
         }
@@ -160,6 +196,18 @@ fn replay_native(trace: &Trace, opts: &Options, device: Device) -> Outcome {
         allowed_memory_maximum: a.allowed_memory_maximum(),
         stats: Some(a.stats.clone()),
         warnings: opts.conf.warnings.clone(),
+        fallbacks,
+    }
+}
+
+fn fallback(e: &trace::Event, site: &str, unrecorded_at_most: u64, reserved_after: u64) -> Fallback {
+    Fallback {
+        at: e.pos as u64,
+        size: e.size,
+        site: site.to_string(),
+        what: recover::describe(site),
+        unrecorded_at_most,
+        reserved_after,
     }
 }
 
@@ -168,6 +216,7 @@ fn replay_async(trace: &Trace, opts: &Options, device: Device) -> Outcome {
     let mut offsets = vec![u64::MAX; trace.num_ids as usize];
     let mut sizes = vec![0u64; trace.num_ids as usize];
     let mut oom = None;
+    let mut fallbacks = Vec::new();
     let mut replayed = 0u64;
     for e in &trace.events {
         replayed += 1;
@@ -187,6 +236,10 @@ fn replay_async(trace: &Trace, opts: &Options, device: Device) -> Outcome {
                     Ok(off) => {
                         offsets[e.id as usize] = off;
                         sizes[e.id as usize] = e.size;
+                    }
+                    Err(_) if opts.recover && let Some(site) = trace.recoverable_label(e.id) => {
+                        let limit = p.limit.min(p.reserved() + p.device.free_now());
+                        fallbacks.push(fallback(e, site, limit.saturating_sub(p.used), p.reserved()));
                     }
                     Err(o) => {
                         oom = Some((e, oom::async_message(&o, opts.device_index)));
@@ -240,6 +293,7 @@ fn replay_async(trace: &Trace, opts: &Options, device: Device) -> Outcome {
         allowed_memory_maximum: (p.limit != u64::MAX).then_some(p.limit),
         stats: None,
         warnings,
+        fallbacks,
     }
 }
 

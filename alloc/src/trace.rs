@@ -57,6 +57,54 @@ pub struct Trace {
     pub recorded_conf: Option<String>,
     /// Number of source events (JSON events, or trace entries).
     pub source_events: usize,
+    /// Per allocation id: 0, or 1 + the index in `recover_labels` of the rule that makes its
+    /// out-of-memory error one PyTorch catches (`crate::recover`).
+    pub recoverable: Vec<u16>,
+    /// The labels of those rules (a built-in site's frame, a user pattern, `size N`).
+    pub recover_labels: Vec<String>,
+}
+
+impl Trace {
+    /// The rule label if PyTorch recovers from this allocation's out-of-memory error.
+    #[inline]
+    pub fn recoverable_label(&self, id: u32) -> Option<&str> {
+        match self.recoverable.get(id as usize).copied().unwrap_or(0) {
+            0 => None,
+            k => self.recover_labels.get(k as usize - 1).map(String::as_str),
+        }
+    }
+
+    fn mark(&mut self, id: u32, label: &str) {
+        let k = match self.recover_labels.iter().position(|l| l == label) {
+            Some(k) => k,
+            None => {
+                self.recover_labels.push(label.to_string());
+                self.recover_labels.len() - 1
+            }
+        };
+        if self.recoverable.len() < self.num_ids as usize {
+            self.recoverable.resize(self.num_ids as usize, 0);
+        }
+        if self.recoverable[id as usize] == 0 {
+            self.recoverable[id as usize] = (k + 1).min(u16::MAX as usize) as u16;
+        }
+    }
+
+    /// Marks every allocation of one of `rules.sizes` as recoverable.
+    pub fn mark_sizes(&mut self, rules: &crate::recover::Rules) {
+        if rules.sizes.is_empty() {
+            return;
+        }
+        let hits: Vec<(u32, u64)> = self
+            .events
+            .iter()
+            .filter(|e| e.op == OP_ALLOC && rules.sizes.contains(&e.size))
+            .map(|e| (e.id, e.size))
+            .collect();
+        for (id, size) in hits {
+            self.mark(id, &format!("size {size}"));
+        }
+    }
 }
 
 /// A trace that cannot be read, with where.
@@ -81,11 +129,23 @@ fn err(message: impl Into<String>) -> TraceError {
 
 /// Read a trace from bytes: a pickle (starts with the PROTO opcode 0x80) or JSON.
 pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
-    if bytes.first() == Some(&0x80) {
-        parse_snapshot(bytes, None)
+    parse_with(bytes, &crate::recover::Rules::default())
+}
+
+/// [`parse`] with the rules that mark allocations PyTorch recovers from (`crate::recover`).
+pub fn parse_with(bytes: &[u8], rules: &crate::recover::Rules) -> Result<Trace, TraceError> {
+    let mut t = if bytes.first() == Some(&0x80) {
+        parse_snapshot_with(bytes, None, rules)?
     } else {
-        parse_json(bytes)
-    }
+        if !rules.frames.is_empty() {
+            return Err(err(
+                "a JSON trace has no stack frames to match a --recoverable pattern; give a size instead (e.g. --recoverable 512MiB)",
+            ));
+        }
+        parse_json(bytes)?
+    };
+    t.mark_sizes(rules);
+    Ok(t)
 }
 
 // ---- JSON ------------------------------------------------------------------------------------
@@ -256,6 +316,8 @@ pub fn parse_json(bytes: &[u8]) -> Result<Trace, TraceError> {
         initial: 0,
         recorded_conf: None,
         source_events: raw.events.len(),
+        recoverable: Vec::new(),
+        recover_labels: Vec::new(),
     })
 }
 
@@ -616,7 +678,22 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
 /// Read a `_dump_snapshot` pickle. `device`: which `device_traces` entry (default: the one with
 /// the most entries).
 pub fn parse_snapshot(bytes: &[u8], device: Option<usize>) -> Result<Trace, TraceError> {
+    parse_snapshot_with(bytes, device, &crate::recover::Rules::default())
+}
+
+/// The names of a trace entry's stack frames (`frames: [{name, filename, line}, ...]`).
+fn frame_names<'a>(pk: &'a Pickle, e: usize) -> impl Iterator<Item = &'a str> + 'a {
+    pk.dict_get(e, "frames")
+        .and_then(|i| pk.as_list(i))
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(move |&f| pk.dict_get(f, "name").and_then(|i| pk.as_str(i)))
+}
+
+pub fn parse_snapshot_with(bytes: &[u8], device: Option<usize>, rules: &crate::recover::Rules) -> Result<Trace, TraceError> {
     let pk = unpickle(bytes)?;
+    let match_frames = rules.builtin || !rules.frames.is_empty();
+    let mut marks: Vec<(u32, String)> = Vec::new();
     let root = pk.root;
     if !matches!(pk.get(root), PVal::Dict(_)) {
         return Err(err(
@@ -676,6 +753,9 @@ pub fn parse_snapshot(bytes: &[u8], device: Option<usize>) -> Result<Trace, Trac
                 let id = next_id;
                 next_id += 1;
                 live.insert(addr, id);
+                if match_frames && let Some(label) = rules.match_frames(frame_names(&pk, e)) {
+                    marks.push((id, label));
+                }
                 events.push(Event {
                     op: OP_ALLOC,
                     id,
@@ -793,7 +873,7 @@ pub fn parse_snapshot(bytes: &[u8], device: Option<usize>) -> Result<Trace, Trac
         .and_then(|s| pk.dict_get(s, "PYTORCH_CUDA_ALLOC_CONF"))
         .and_then(|i| pk.as_str(i))
         .map(str::to_string);
-    check_streams(Trace {
+    let mut t = check_streams(Trace {
         events: all,
         num_ids: next_id,
         device_total,
@@ -801,7 +881,13 @@ pub fn parse_snapshot(bytes: &[u8], device: Option<usize>) -> Result<Trace, Trac
         initial: n_initial,
         recorded_conf,
         source_events: entries.len(),
-    })
+        recoverable: Vec::new(),
+        recover_labels: Vec::new(),
+    })?;
+    for (id, label) in marks {
+        t.mark(id, &label);
+    }
+    Ok(t)
 }
 
 impl Trace {

@@ -43,6 +43,14 @@ pub struct ReplayArgs {
     /// Replay under common configurations side by side.
     #[arg(long)]
     pub compare: bool,
+    /// An allocation PyTorch catches the out-of-memory error of and goes on from, besides the
+    /// ones recognised by their frames (cuDNN's workspaces in snapshots recorded with
+    /// stacks="all"): a size (536870912, 512MiB) or a frame-name pattern. Repeatable.
+    #[arg(long, value_name = "SIZE|PATTERN")]
+    pub recoverable: Vec<String>,
+    /// Treat every failed allocation as fatal (no fallbacks).
+    #[arg(long, conflicts_with = "recoverable")]
+    pub no_recover: bool,
 }
 
 /// Run `probe replay`; returns the exit code.
@@ -55,7 +63,14 @@ pub fn run(args: &ReplayArgs) -> u8 {
             return EXIT_TRACE;
         }
     };
-    let t = match trace::parse(&bytes) {
+    let mut rules = if args.no_recover { headroom_alloc::recover::Rules::none() } else { headroom_alloc::recover::Rules::default() };
+    for spec in &args.recoverable {
+        if let Err(e) = rules.add(spec) {
+            eprintln!("probe replay: {e}");
+            return EXIT_USAGE;
+        }
+    }
+    let t = match trace::parse_with(&bytes, &rules) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("probe replay: {shown}: {e}");
@@ -89,6 +104,7 @@ pub fn run(args: &ReplayArgs) -> u8 {
         let mut o = Options::new(conf, total);
         o.device_free = args.device_free;
         o.memory_fraction = args.memory_fraction;
+        o.recover = !args.no_recover;
         o
     };
 
@@ -182,6 +198,7 @@ pub fn outcome_json(o: &Outcome) -> serde_json::Value {
         "final_reserved": o.final_reserved,
         "allowed_memory_maximum": o.allowed_memory_maximum,
         "warnings": o.warnings,
+        "fallbacks": o.fallbacks,
     })
 }
 
@@ -247,6 +264,7 @@ fn summary(o: &Outcome, conf: &config::AllocConf) -> String {
             o.events_replayed
         ));
     }
+    s.push_str(&fallback_lines(o));
     s.push_str(&format!(
         "peak allocated: {} ({} bytes)\npeak reserved:  {} ({} bytes)\n",
         format_size(o.peak_allocated),
@@ -269,11 +287,32 @@ fn summary(o: &Outcome, conf: &config::AllocConf) -> String {
     s
 }
 
+/// One line per fallback, and what the replay could not know about them.
+fn fallback_lines(o: &Outcome) -> String {
+    let mut s = String::new();
+    for f in &o.fallbacks {
+        s.push_str(&format!(
+            "fallback at event {}: {} ({} requested, {} reserved after the allocator released its cache)\n",
+            f.at,
+            f.what,
+            format_size(f.size),
+            format_size(f.reserved_after)
+        ));
+    }
+    if let Some(most) = o.fallbacks.iter().map(|f| f.unrecorded_at_most).max() {
+        s.push_str(&format!(
+            "note: what PyTorch used instead is not in the trace and was left out; it could have taken up to {} (the limit minus what was allocated then), so peaks may be that much higher\n",
+            format_size(most)
+        ));
+    }
+    s
+}
+
 fn compare_table(rows: &[(String, Result<Outcome, String>)], fraction_set: bool) -> String {
     let w = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(10).max(6);
     let mut s = format!(
-        "{:<w$}  {:>14}  {:>14}  {:>12}  {:>7}\n",
-        "config", "peak reserved", "peak allocated", "OOM at", "retries"
+        "{:<w$}  {:>14}  {:>14}  {:>12}  {:>7}  {:>9}\n",
+        "config", "peak reserved", "peak allocated", "OOM at", "retries", "fallbacks"
     );
     for (name, r) in rows {
         match r {
@@ -290,12 +329,13 @@ fn compare_table(rows: &[(String, Result<Outcome, String>)], fraction_set: bool)
                     "n/a".to_string()
                 };
                 s.push_str(&format!(
-                    "{:<w$}  {:>14}  {:>14}  {:>12}  {:>7}\n",
+                    "{:<w$}  {:>14}  {:>14}  {:>12}  {:>7}  {:>9}\n",
                     name,
                     format_size(o.peak_reserved),
                     format_size(o.peak_allocated),
                     oom,
-                    retries
+                    retries,
+                    o.fallbacks.len()
                 ));
             }
             Err(e) => s.push_str(&format!("{name:<w$}  refused: {e}\n")),
@@ -305,5 +345,8 @@ fn compare_table(rows: &[(String, Result<Outcome, String>)], fraction_set: bool)
         s.push_str("note: garbage_collection_threshold is inert here: it acts only with a memory fraction below 1 (--memory-fraction)\n");
     }
     s.push_str("note: backend:cudaMallocAsync's reserved bytes come from an approximate model of the driver's pool\n");
+    if rows.iter().any(|(_, r)| r.as_ref().is_ok_and(|o| !o.fallbacks.is_empty())) {
+        s.push_str("note: fallbacks: allocations that failed where PyTorch catches the error and tries something smaller (cuDNN's next engine); what it used instead is not in the trace\n");
+    }
     s
 }

@@ -164,3 +164,31 @@ fn replay_refuses_what_pytorch_refuses_and_compares_configs() {
     }
     assert!(stdout.contains("garbage_collection_threshold is inert"), "{stdout}");
 }
+
+/// The real image snapshot (cuDNN convolutions, recorded with C++ frames) under a 4.2 GB cap:
+/// PyTorch survives it by falling back to other cuDNN engines, and so does the replay; with
+/// fallbacks turned off the replay runs out at the 1 GiB workspace PyTorch recovers from.
+#[test]
+fn replay_models_cudnns_fallbacks_in_a_real_snapshot() {
+    let (rc, stdout, stderr) = probe(&["replay", &trace("image.pkl"), "--memory-fraction", "0.028"]);
+    assert_eq!(rc, Some(0), "{stderr}");
+    assert!(stdout.contains("result: fits"), "{stdout}");
+    assert!(stdout.contains("fallback at event 15862: cuDNN tried its next engine configuration"), "{stdout}");
+    assert!(stdout.contains("is not in the trace and was left out"), "{stdout}");
+    let (rc, stdout, _) = probe(&["replay", &trace("image.pkl"), "--memory-fraction", "0.028", "--json"]);
+    assert_eq!(rc, Some(0));
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["oom"], false);
+    assert_eq!(v["fallbacks"][0]["at"], 15862);
+    assert_eq!(v["fallbacks"][0]["size"], 1074921619u64);
+    assert!(v["fallbacks"][0]["unrecorded_at_most"].as_u64().unwrap() > 0);
+    let (rc, stdout, _) = probe(&["replay", &trace("image.pkl"), "--memory-fraction", "0.028", "--no-recover"]);
+    assert_eq!(rc, Some(0));
+    assert!(stdout.contains("result: OUT OF MEMORY at event 15862 (a request of 1074921619 bytes)"), "{stdout}");
+    // A pattern needs frames: a JSON trace refuses it with a clear message; an empty value is usage.
+    let (rc, _, stderr) = probe(&["replay", &trace("churn.json"), "--device-total", "4294967296", "--recoverable", "run_conv_plan"]);
+    assert_eq!(rc, Some(1), "{stderr}");
+    assert!(stderr.contains("give a size instead"), "{stderr}");
+    let (rc, _, stderr) = probe(&["replay", &trace("churn.json"), "--device-total", "4294967296", "--recoverable", " "]);
+    assert_eq!(rc, Some(2), "{stderr}");
+}
