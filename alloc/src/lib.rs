@@ -24,6 +24,7 @@ pub mod freeset;
 pub mod native;
 pub mod oom;
 pub mod recover;
+pub mod sweep;
 pub mod stats;
 pub mod trace;
 

@@ -51,6 +51,140 @@ pub struct ReplayArgs {
     /// Treat every failed allocation as fatal (no fallbacks).
     #[arg(long, conflicts_with = "recoverable")]
     pub no_recover: bool,
+    /// Replay under ten common configurations (and --conf, if given) on each card of --cards
+    /// or --sizes: a matrix of outcomes, and per card the first configuration that fits.
+    #[arg(long, conflicts_with = "compare")]
+    pub sweep: bool,
+    /// With --sweep: GPUs of the catalog by id (e.g. rtx-3060-12gb,rtx-4090); their nominal
+    /// memory is the device total.
+    #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
+    pub cards: Vec<String>,
+    /// With --sweep: device totals (e.g. 8GiB,12GiB,24GiB).
+    #[arg(long, value_name = "SIZE,SIZE", value_delimiter = ',')]
+    pub sizes: Vec<String>,
+    /// With --sweep: memory other processes (and this process's CUDA context) already hold on
+    /// each card, e.g. 1.2GiB.
+    #[arg(long, value_name = "SIZE", default_value = "0")]
+    pub other_processes: String,
+}
+
+/// The GPU catalog (`dataset/data/catalog/gpus.toml`), embedded at build time.
+const GPU_CATALOG: &str = include_str!("../../dataset/data/catalog/gpus.toml");
+
+#[derive(serde::Deserialize)]
+struct GpuFile {
+    gpu: Vec<headroom_core::catalog::Gpu>,
+}
+
+/// The cards of `--cards` and `--sizes`.
+fn sweep_cards(args: &ReplayArgs) -> Result<Vec<headroom_alloc::sweep::Card>, String> {
+    use headroom_alloc::sweep::{Card, parse_size};
+    let taken = parse_size(&args.other_processes).or_else(|e| if args.other_processes.trim() == "0" { Ok(0) } else { Err(e) })?;
+    let mut cards = Vec::new();
+    if !args.cards.is_empty() {
+        let catalog: GpuFile = toml::from_str(GPU_CATALOG).map_err(|e| format!("the embedded GPU catalog: {e}"))?;
+        for id in &args.cards {
+            let id = id.trim();
+            let Some(g) = catalog.gpu.iter().find(|g| g.id == id) else {
+                let mut near: Vec<&str> = catalog.gpu.iter().map(|g| g.id.as_str()).filter(|g| g.contains(id.split('-').next().unwrap_or(id))).collect();
+                near.truncate(8);
+                return Err(format!("no GPU `{id}` in the catalog{}", if near.is_empty() { String::new() } else { format!(" (did you mean {}?)", near.join(", ")) }));
+            };
+            cards.push(Card { label: format!("{} ({} GB)", g.name, g.memory_gb), total: (g.memory_gb * (1u64 << 30) as f64) as u64, taken });
+        }
+    }
+    for s in &args.sizes {
+        let total = parse_size(s)?;
+        cards.push(Card { label: s.trim().to_string(), total, taken });
+    }
+    if cards.is_empty() {
+        return Err("--sweep needs --cards ID,ID or --sizes SIZE,SIZE (e.g. --sizes 8GiB,12GiB,24GiB)".into());
+    }
+    if let Some(c) = cards.iter().find(|c| c.taken >= c.total) {
+        return Err(format!("--other-processes ({}) leaves nothing of {}", format_size(taken), c.label));
+    }
+    Ok(cards)
+}
+
+fn run_sweep(args: &ReplayArgs, t: &Trace, shown: &str) -> u8 {
+    use headroom_alloc::sweep::{Config, sweep};
+    let cards = match sweep_cards(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("probe replay: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut configs = Vec::new();
+    if !args.conf.is_empty() && !headroom_alloc::sweep::SWEEP_CONFIGS.contains(&args.conf.as_str()) {
+        match config::parse(&args.conf) {
+            Ok(c) => configs.push(Config { name: format!("{} (--conf)", args.conf), conf: c }),
+            Err(e) => {
+                eprintln!("probe replay: PYTORCH_CUDA_ALLOC_CONF={:?} is refused by PyTorch 2.11:\n{e}", args.conf);
+                return EXIT_USAGE;
+            }
+        }
+    }
+    configs.extend(Config::defaults());
+    let m = sweep(t, &configs, &cards, |_, _| true).expect("not cancelled");
+    if args.json {
+        let doc = serde_json::json!({
+            "trace": shown,
+            "format": t.format,
+            "events": t.source_events,
+            "cards": cards.iter().map(|c| serde_json::json!({"card": c.label, "device_total": c.total, "other_processes": c.taken})).collect::<Vec<_>>(),
+            "configs": configs.iter().zip(&m.outcomes).map(|(c, row)| serde_json::json!({
+                "config": c.name,
+                "cells": row.iter().map(outcome_json).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "first_that_fits": m.first_that_fits.iter().map(|f| f.map(|i| configs[i].name.clone())).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
+        return EXIT_OK;
+    }
+    let kind = match t.format {
+        Format::Json => "JSON trace",
+        Format::Snapshot => "memory snapshot",
+    };
+    print!("{shown}: {kind}, {} events; {} configurations x {} cards\n", t.source_events, configs.len(), cards.len());
+    let w = configs.iter().map(|c| c.name.len()).max().unwrap_or(10).max(6);
+    let cw = cards.iter().map(|c| c.label.len()).max().unwrap_or(8).max(22);
+    let mut s = format!("{:<w$}", "config");
+    for c in &cards {
+        s.push_str(&format!("  {:>cw$}", c.label));
+    }
+    s.push('\n');
+    for (c, row) in configs.iter().zip(&m.outcomes) {
+        s.push_str(&format!("{:<w$}", c.name));
+        for (o, card) in row.iter().zip(&cards) {
+            let cell = if o.oom {
+                match o.oom_at {
+                    Some(at) => format!("OOM at event {at}"),
+                    None => "OOM (initial state)".to_string(),
+                }
+            } else {
+                let free = card.total.saturating_sub(card.taken).saturating_sub(o.peak_reserved);
+                format!("fits, {} spare{}", format_size(free), if o.fallbacks.is_empty() { "" } else { "*" })
+            };
+            s.push_str(&format!("  {cell:>cw$}"));
+        }
+        s.push('\n');
+    }
+    for (card, first) in cards.iter().zip(&m.first_that_fits) {
+        match first {
+            Some(i) => s.push_str(&format!("{}: {}\n", card.label, if *i == 0 && configs[0].name == "default" { "fits with the default settings".to_string() } else { format!("first configuration that fits: PYTORCH_CUDA_ALLOC_CONF={}", configs[*i].conf.source) })),
+            None => s.push_str(&format!("{}: runs out of memory under every configuration tried\n", card.label)),
+        }
+    }
+    s.push_str(&format!(
+        "note: spare = device total - other processes ({}) - peak reserved; card totals are nominal (the driver reports a little less)\n",
+        format_size(cards[0].taken)
+    ));
+    if m.outcomes.iter().flatten().any(|o| !o.fallbacks.is_empty()) {
+        s.push_str("note: * survives only through cuDNN's fallbacks (what it used instead is not in the trace)\n");
+    }
+    print!("{s}");
+    EXIT_OK
 }
 
 /// Run `probe replay`; returns the exit code.
@@ -108,6 +242,9 @@ pub fn run(args: &ReplayArgs) -> u8 {
         o
     };
 
+    if args.sweep {
+        return run_sweep(args, &t, &shown);
+    }
     if args.compare {
         let mut rows: Vec<(String, Result<Outcome, String>)> = Vec::new();
         if !args.conf.is_empty() && !COMPARE_CONFIGS.iter().any(|(_, c)| *c == args.conf) {

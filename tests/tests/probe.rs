@@ -192,3 +192,36 @@ fn replay_models_cudnns_fallbacks_in_a_real_snapshot() {
     let (rc, _, stderr) = probe(&["replay", &trace("churn.json"), "--device-total", "4294967296", "--recoverable", " "]);
     assert_eq!(rc, Some(2), "{stderr}");
 }
+
+/// `--sweep`: configurations x cards from the embedded catalog and typed sizes; per card the
+/// first configuration that fits, and the same as JSON.
+#[test]
+fn replay_sweep_prints_a_matrix_and_the_first_configuration_that_fits() {
+    let args = ["replay", &trace("image.pkl"), "--sweep", "--cards", "rtx-3060-12gb,gtx-1650", "--sizes", "6GiB", "--other-processes", "0.5GiB"];
+    let (rc, stdout, stderr) = probe(&args);
+    assert_eq!(rc, Some(0), "{stderr}");
+    assert!(stdout.contains("10 configurations x 3 cards"), "{stdout}");
+    assert!(stdout.contains("NVIDIA GeForce RTX 3060 12 GB (12 GB): fits with the default settings"), "{stdout}");
+    assert!(stdout.contains("(4 GB): first configuration that fits: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), "{stdout}");
+    assert!(stdout.contains("OOM at event 15860"), "{stdout}");
+    let mut json = args.to_vec();
+    json.push("--json");
+    let (rc, stdout, _) = probe(&json);
+    assert_eq!(rc, Some(0));
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["cards"].as_array().unwrap().len(), 3);
+    assert_eq!(v["configs"].as_array().unwrap().len(), 10);
+    assert_eq!(v["configs"][0]["cells"][1]["oom"], true);
+    assert_eq!(v["first_that_fits"][1], "expandable_segments:True");
+    assert_eq!(v["cards"][2]["device_total"], 6u64 << 30);
+    // Unknown cards name their neighbours; a sweep without cards says what it needs.
+    let (rc, _, stderr) = probe(&["replay", &trace("image.pkl"), "--sweep", "--cards", "rtx-30"]);
+    assert_eq!(rc, Some(2));
+    assert!(stderr.contains("no GPU `rtx-30` in the catalog (did you mean") && stderr.contains("rtx-3060-12gb"), "{stderr}");
+    let (rc, _, stderr) = probe(&["replay", &trace("image.pkl"), "--sweep"]);
+    assert_eq!(rc, Some(2));
+    assert!(stderr.contains("--sweep needs --cards"), "{stderr}");
+    let (rc, _, stderr) = probe(&["replay", &trace("image.pkl"), "--sweep", "--sizes", "4GiB", "--other-processes", "5GiB"]);
+    assert_eq!(rc, Some(2));
+    assert!(stderr.contains("leaves nothing"), "{stderr}");
+}
