@@ -146,7 +146,7 @@ fn run_sweep(args: &ReplayArgs, t: &Trace, shown: &str) -> u8 {
         Format::Json => "JSON trace",
         Format::Snapshot => "memory snapshot",
     };
-    print!("{shown}: {kind}, {} events; {} configurations x {} cards\n", t.source_events, configs.len(), cards.len());
+    println!("{shown}: {kind}, {} events; {} configurations x {} cards", t.source_events, configs.len(), cards.len());
     let w = configs.iter().map(|c| c.name.len()).max().unwrap_or(10).max(6);
     let cw = cards.iter().map(|c| c.label.len()).max().unwrap_or(8).max(22);
     let mut s = format!("{:<w$}", "config");
