@@ -4,6 +4,8 @@
 #   - the wasm32 target (rustup, else Debian's rustc-web with a self-built std), wasm-bindgen-cli at
 #     the version in Cargo.lock, wasm-opt (binaryen 132 from npm): scripts/install-wasm-toolchain.sh
 #   - Debian's chromium and chromium-driver for the browser tests
+#   - the x86_64-pc-windows-gnu target and Debian's MinGW-w64 C compiler: CI checks that the probe
+#     builds for Windows (`cargo xtask windows`; ring's build script compiles C for the target)
 #   - Debian's postgresql server programs: the store tests run on a throwaway PostgreSQL cluster
 #     (cargo xtask test makes it with initdb in a temporary directory; no system cluster is made)
 set -euo pipefail
@@ -35,3 +37,16 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb 
   $SUDO apt-get install -y -qq --no-install-recommends postgresql >/dev/null
 fi
 echo "[setup] ok: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -1 || command -v initdb)" >&2
+
+if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed 2>/dev/null | grep -qx x86_64-pc-windows-gnu; then
+  echo "[setup] adding the x86_64-pc-windows-gnu target (the probe's Windows build check)" >&2
+  rustup target add x86_64-pc-windows-gnu >&2
+fi
+if ! command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1; then
+  echo "[setup] installing Debian's MinGW-w64 C compiler (the probe's Windows build check)" >&2
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends gcc-mingw-w64-x86-64-posix >/dev/null
+fi

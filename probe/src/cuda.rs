@@ -40,6 +40,25 @@ pub fn device_count() -> Result<u32, ProbeError> {
     Ok(count)
 }
 
+/// The driver model on Windows: "TCC" (compute only) or "WDDM" (the display driver, which
+/// keeps memory of its own and where PyTorch's expandable segments are not supported); `None`
+/// elsewhere (Linux has no such choice) or when the driver cannot say.
+pub fn driver_model(index: u32) -> Option<&'static str> {
+    device_count().ok().filter(|&n| index < n)?;
+    let dev = result::device::get(index as i32).ok()?;
+    let tcc = unsafe { result::device::get_attribute(dev, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_TCC_DRIVER) }.ok()?;
+    driver_model_of(cfg!(windows), tcc)
+}
+
+/// The rule of [`driver_model`], testable on any OS.
+pub fn driver_model_of(windows: bool, tcc_attribute: i32) -> Option<&'static str> {
+    match (windows, tcc_attribute) {
+        (false, _) => None,
+        (true, 1) => Some("TCC"),
+        (true, _) => Some("WDDM"),
+    }
+}
+
 impl Gpu {
     pub fn open(index: u32) -> Result<Gpu, ProbeError> {
         let count = device_count()?;
@@ -314,3 +333,14 @@ impl Device for Gpu {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_driver_model_is_named_on_windows_only() {
+        assert_eq!(super::driver_model_of(true, 1), Some("TCC"));
+        assert_eq!(super::driver_model_of(true, 0), Some("WDDM"));
+        assert_eq!(super::driver_model_of(false, 0), None);
+        assert_eq!(super::driver_model_of(false, 1), None);
+    }
+}

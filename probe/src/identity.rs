@@ -6,20 +6,31 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
-/// `$XDG_CONFIG_HOME/headroom/install-id`, else `~/.config/headroom/install-id`.
+/// Where the install id lives on this machine.
 pub fn id_file() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    id_file_for(std::env::consts::OS, |k| std::env::var_os(k))
+}
+
+/// The rule of [`id_file`] for an OS (`std::env::consts::OS`) and its environment, testable
+/// anywhere: Windows `%APPDATA%\headroom\install-id`; macOS `~/Library/Application
+/// Support/headroom/install-id`; elsewhere `$XDG_CONFIG_HOME/headroom/install-id`, else
+/// `~/.config/headroom/install-id`. Relative or empty values are ignored (as the XDG
+/// specification says), so the id never lands in whatever directory the probe runs from.
+pub fn id_file_for(os: &str, env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let abs = |k: &str| env(k).map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = match os {
+        "windows" => abs("APPDATA").or_else(|| abs("USERPROFILE").map(|h| h.join("AppData").join("Roaming")))?,
+        "macos" => abs("HOME")?.join("Library").join("Application Support"),
+        _ => abs("XDG_CONFIG_HOME").or_else(|| abs("HOME").map(|h| h.join(".config")))?,
+    };
     Some(base.join("headroom").join("install-id"))
 }
 
 fn random_hex() -> String {
-    use std::io::Read;
     let mut bytes = [0u8; 16];
-    let ok = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_ok();
-    if !ok {
-        // No /dev/urandom (not Linux): time and process id, hashed.
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS randomness at all: time and process id, hashed (a weaker id, still random enough
+        // to tell installs apart).
         let seed = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
         bytes.copy_from_slice(&Sha256::digest(seed.as_bytes())[..16]);
     }
@@ -58,6 +69,40 @@ pub fn uuid_hash(install_id: &str, uuid: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_id_file_is_in_each_os_s_own_config_directory() {
+        use std::ffi::OsString;
+        let env = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| OsString::from(v));
+        // Windows paths are only absolute on Windows; elsewhere the same rule is shown with Unix
+        // paths standing in for them.
+        let win = if cfg!(windows) { r"C:\Users\Ana Maria\AppData\Roaming" } else { "/c/Users/Ana Maria/AppData/Roaming" };
+        let win_env: &'static [(&'static str, &'static str)] = Box::leak(vec![("APPDATA", win), ("HOME", "/ignored")].into_boxed_slice());
+        assert_eq!(id_file_for("windows", env(win_env)), Some(PathBuf::from(win).join("headroom").join("install-id")));
+        assert_eq!(id_file_for("windows", env(&[])), None);
+        assert_eq!(
+            id_file_for("macos", env(&[("HOME", "/Users/ana")])),
+            Some(PathBuf::from("/Users/ana/Library/Application Support/headroom/install-id"))
+        );
+        assert_eq!(id_file_for("linux", env(&[("HOME", "/home/ana")])), Some(PathBuf::from("/home/ana/.config/headroom/install-id")));
+        assert_eq!(
+            id_file_for("linux", env(&[("HOME", "/home/ana"), ("XDG_CONFIG_HOME", "/cfg")])),
+            Some(PathBuf::from("/cfg/headroom/install-id"))
+        );
+        // A relative XDG_CONFIG_HOME is ignored (XDG base directory specification).
+        assert_eq!(
+            id_file_for("linux", env(&[("HOME", "/home/ana"), ("XDG_CONFIG_HOME", "relative")])),
+            Some(PathBuf::from("/home/ana/.config/headroom/install-id"))
+        );
+        assert_eq!(id_file_for("linux", env(&[("HOME", "")])), None);
+    }
+
+    #[test]
+    fn random_ids_differ() {
+        let (a, b) = (random_hex(), random_hex());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
 
     #[test]
     fn the_hash_depends_on_the_salt_and_hides_the_uuid() {

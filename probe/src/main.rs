@@ -96,6 +96,13 @@ impl Backend {
         }
     }
 
+    fn driver_model(&self, index: u32) -> Option<&'static str> {
+        match self {
+            Backend::Cuda => cuda::driver_model(index),
+            Backend::Sim(_) => None,
+        }
+    }
+
     fn measure(&self, index: u32, install_id: &str, progress: &mut dyn FnMut(&str)) -> Result<Report, ProbeError> {
         match self {
             Backend::Cuda => {
@@ -111,6 +118,14 @@ impl Backend {
                 suite::run(&mut sim::SimDevice::from_spec(spec, index), index, install_id, progress)
             }
         }
+    }
+}
+
+/// What the driver model means for the measurements (Windows only).
+fn driver_model_note(model: &str) -> String {
+    match model {
+        "TCC" => "TCC driver model (compute only: no display, memory as on Linux)".to_string(),
+        _ => "WDDM driver model (the Windows display driver: the desktop and the driver itself hold memory, which shows as less usable capacity; PyTorch does not support expandable_segments here)".to_string(),
     }
 }
 
@@ -159,6 +174,9 @@ fn measure_and_report(args: &RunArgs) -> u8 {
                 eprintln!("probe: GPU #{index}: measuring {step}…");
             }
         };
+        if !quiet && let Some(model) = backend.driver_model(index) {
+            eprintln!("probe: GPU #{index}: {}", driver_model_note(model));
+        }
         match backend.measure(index, &install_id, &mut progress) {
             Ok(r) => reports.push(r),
             Err(e) if e.is_interrupt() => {

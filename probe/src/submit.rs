@@ -116,5 +116,28 @@ pub fn save_unsent(body: &str, index: u32) -> Result<PathBuf, String> {
 }
 
 pub fn resend_hint(path: &Path, url: &str) -> String {
-    format!("resend it later with: probe send {} --to {url}", path.display())
+    format!("resend it later with: probe send {} --to {url}", shell_quoted(&path.display().to_string()))
+}
+
+/// A path as it can be pasted into a shell: quoted when it holds spaces or shell characters
+/// (Windows user folders often do: `C:\Users\Ana Maria\...`).
+pub fn shell_quoted(p: &str) -> String {
+    if !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || "/\\:._-+=,@".contains(c)) {
+        p.to_string()
+    } else {
+        format!("\"{}\"", p.replace('"', "\\\""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn saved_paths_are_quoted_for_the_shell_when_needed() {
+        assert_eq!(shell_quoted("/tmp/headroom-report-0.json"), "/tmp/headroom-report-0.json");
+        assert_eq!(shell_quoted(r"C:\Users\Ana Maria\report.json"), r#""C:\Users\Ana Maria\report.json""#);
+        assert_eq!(shell_quoted("a\"b c"), r#""a\"b c""#);
+        assert_eq!(shell_quoted(""), r#""""#);
+    }
 }

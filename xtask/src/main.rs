@@ -6,6 +6,7 @@
 //!   cargo xtask test           setup + dist, then every test, including headless Chromium
 //!   cargo xtask size           setup + dist, then measure first-load bytes, time to interactive, recompute time
 //!   cargo xtask with-postgres -- CMD...  run CMD with a throwaway PostgreSQL server (HEADROOM_TEST_PG names it)
+//!   cargo xtask windows        setup, then check that the probe (and its tests) build for Windows
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -43,11 +44,12 @@ fn main() -> ExitCode {
         "test" => setup().and_then(|()| dist(true)).and_then(|()| test()),
         "size" => setup().and_then(|()| dist(true)).and_then(|()| size()),
         "with-postgres" => with_postgres(rest),
+        "windows" => setup().and_then(|()| windows()),
         "help" | "-h" | "--help" => {
-            println!("{}", include_str!("main.rs").lines().skip(2).take(6).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
+            println!("{}", include_str!("main.rs").lines().skip(2).take(7).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
             Ok(())
         }
-        other => Err(format!("unknown task `{other}` (tasks: setup, dist, serve, test, size, with-postgres)")),
+        other => Err(format!("unknown task `{other}` (tasks: setup, dist, serve, test, size, with-postgres, windows)")),
     };
     match result {
         Ok(()) => {
@@ -269,6 +271,17 @@ fn with_postgres(args: &[String]) -> Result {
     let (program, rest) = args.split_first().ok_or("usage: cargo xtask with-postgres -- CMD [ARGS…]")?;
     let cluster = postgres::Cluster::start()?;
     run(Command::new(program).args(rest).env("HEADROOM_TEST_PG", &cluster.url))
+}
+
+/// The probe for Windows (cudarc loads nvcuda.dll there at run time): its code and its tests must
+/// compile for x86_64-pc-windows-gnu, cfg(windows) paths included. No Windows machine needed.
+fn windows() -> Result {
+    const TARGET: &str = "x86_64-pc-windows-gnu";
+    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output().map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == TARGET));
+    if !installed.unwrap_or(false) {
+        return Err(format!("the {TARGET} target is not installed (`rustup target add {TARGET}`; scripts/setup.sh does it where rustup is present)"));
+    }
+    run(cargo().args(["check", "-p", "probe", "--tests", "--target", TARGET]))
 }
 
 fn test() -> Result {
