@@ -47,6 +47,9 @@ CONFIGS = [
     ("max_split_128", "max_split_size_mb:128"),
     ("gc_0.6_max_split_256", "garbage_collection_threshold:0.6,max_split_size_mb:256"),
     ("async", "backend:cudaMallocAsync"),
+    # Not in the committed sweep (run uncapped once each, 2026-12-02): add them to the next one.
+    ("expandable_max_split_128", "expandable_segments:True,max_split_size_mb:128"),
+    ("roundup_4", "roundup_power2_divisions:4"),
 ]
 # Fractions of the captured peak reserved.
 CAPS = [0.55, 0.65, 0.75, 0.85, 0.95, 1.05]
