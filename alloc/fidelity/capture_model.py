@@ -24,6 +24,57 @@ import sys
 import time
 
 
+
+VOCAB = 16384
+
+
+def make_lm(torch, vocab=VOCAB, d=1024, heads=16, layers=6):
+    """The decoder-only transformer of the captures (random weights): explicit attention, so the
+    t x t scores follow the sequence length. Shared with workload.py."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.ln2 = nn.LayerNorm(d)
+            self.fc1 = nn.Linear(d, 4 * d)
+            self.fc2 = nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q = q.view(b, t, heads, d // heads).transpose(1, 2)
+            k = k.view(b, t, heads, d // heads).transpose(1, 2)
+            v = v.view(b, t, heads, d // heads).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / (d // heads) ** 0.5)
+            mask = torch.ones(t, t, device=x.device, dtype=torch.bool).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            y = (att @ v).transpose(1, 2).reshape(b, t, d)
+            x = x + self.proj(y)
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.pos = nn.Embedding(1024, d)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.ln = nn.LayerNorm(d)
+            self.head = nn.Linear(d, vocab, bias=False)
+
+        def forward(self, idx):
+            t = idx.shape[1]
+            x = self.emb(idx) + self.pos(torch.arange(t, device=idx.device))
+            for blk in self.blocks:
+                x = blk(x)
+            return self.head(self.ln(x))
+
+    return LM()
+
 def convert(snap, device=0):
     """Snapshot dict -> list of ["a", id, size] / ["f", id, size] (the canonical replay order).
 
@@ -81,7 +132,6 @@ def main():
             sys.exit(2)
     os.makedirs(out, exist_ok=True)
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
 
     t0 = time.time()
@@ -90,49 +140,9 @@ def main():
     dev = torch.device("cuda")
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=2_000_000)
 
-    vocab, d, heads, layers, batch = 16384, 1024, 16, 6, 4
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1 = nn.LayerNorm(d)
-            self.qkv = nn.Linear(d, 3 * d)
-            self.proj = nn.Linear(d, d)
-            self.ln2 = nn.LayerNorm(d)
-            self.fc1 = nn.Linear(d, 4 * d)
-            self.fc2 = nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-            q = q.view(b, t, heads, d // heads).transpose(1, 2)
-            k = k.view(b, t, heads, d // heads).transpose(1, 2)
-            v = v.view(b, t, heads, d // heads).transpose(1, 2)
-            # explicit attention (materialises the t x t scores: memory follows the sequence length)
-            att = (q @ k.transpose(-2, -1)) * (1.0 / (d // heads) ** 0.5)
-            mask = torch.ones(t, t, device=x.device, dtype=torch.bool).tril()
-            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            y = (att @ v).transpose(1, 2).reshape(b, t, d)
-            x = x + self.proj(y)
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
-    class LM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = nn.Embedding(vocab, d)
-            self.pos = nn.Embedding(1024, d)
-            self.blocks = nn.ModuleList(Block() for _ in range(layers))
-            self.ln = nn.LayerNorm(d)
-            self.head = nn.Linear(d, vocab, bias=False)
-
-        def forward(self, idx):
-            t = idx.shape[1]
-            x = self.emb(idx) + self.pos(torch.arange(t, device=idx.device))
-            for blk in self.blocks:
-                x = blk(x)
-            return self.head(self.ln(x))
-
-    model = LM().to(dev)
+    vocab, batch = VOCAB, 4
+    d, layers = 1024, 6
+    model = make_lm(torch).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     seqs = [256, 512, 384, 768, 640, 512, 704, 448]
     for step in range(steps):

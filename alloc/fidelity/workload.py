@@ -80,49 +80,18 @@ def image_workload(torch, phase):
 
 
 def transformer_workload(torch, phase):
-    import torch.nn as nn
     import torch.nn.functional as F
-    vocab, d, heads, layers, batch = 16384, 1024, 16, 6, 4
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.qkv, self.proj = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.ln2, self.fc1, self.fc2 = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-            q, k, v = (z.view(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
-            att = (q @ k.transpose(-2, -1)) * (1.0 / (d // heads) ** 0.5)
-            mask = torch.ones(t, t, device=x.device, dtype=torch.bool).tril()
-            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            y = (att @ v).transpose(1, 2).reshape(b, t, d)
-            x = x + self.proj(y)
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
-    class LM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb, self.pos = nn.Embedding(vocab, d), nn.Embedding(1024, d)
-            self.blocks = nn.ModuleList(Block() for _ in range(layers))
-            self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
-
-        def forward(self, idx):
-            x = self.emb(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-            for blk in self.blocks:
-                x = blk(x)
-            return self.head(self.ln(x))
-
+    from capture_model import VOCAB, make_lm
+    batch = 4
     torch.manual_seed(0)
-    model = LM().to("cuda")
+    model = make_lm(torch).to("cuda")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     phase("model built")
     g = torch.Generator(device="cuda").manual_seed(0)
     for step, t in enumerate([512, 768, 640, 1024]):
-        idx = torch.randint(0, vocab, (batch, t), device="cuda", generator=g)
-        tgt = torch.randint(0, vocab, (batch, t), device="cuda", generator=g)
-        loss = F.cross_entropy(model(idx).view(-1, vocab), tgt.view(-1))
+        idx = torch.randint(0, VOCAB, (batch, t), device="cuda", generator=g)
+        tgt = torch.randint(0, VOCAB, (batch, t), device="cuda", generator=g)
+        loss = F.cross_entropy(model(idx).view(-1, VOCAB), tgt.view(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
