@@ -703,6 +703,34 @@ mod tests {
         assert_eq!(b.prefix_tag.as_deref(), Some("0123456789abcdef"));
     }
 
+    /// The server drops every connection (a restart, a failover): reads reconnect on their own;
+    /// the insert whose commit hit the dead connection fails (its caller answers 503 and the
+    /// submitter retries), and the next one reconnects.
+    #[test]
+    fn postgres_connections_are_reopened_after_the_server_drops_them() {
+        let f = Fresh::postgres("reconnect");
+        let store = f.open();
+        store.insert_or_get(new("a", "1")).unwrap();
+        let Fresh::Postgres { admin, name, .. } = &f else { unreachable!() };
+        let mut c = ::postgres::Client::connect(admin, ::postgres::NoTls).unwrap();
+        let killed: i64 = c
+            .query_one(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()) t",
+                &[&name.as_str()],
+            )
+            .unwrap()
+            .get(0);
+        assert!(killed >= 2, "the reader and the writer were connected ({killed} terminated)");
+        assert_eq!(store.health().unwrap().submissions, 1, "the reader reconnects");
+        assert!(store.get("a").unwrap().is_some());
+        let retried = match store.insert_or_get(new("b", "2")) {
+            Ok(i) => i,
+            Err(_) => store.insert_or_get(new("b", "2")).expect("the writer reconnects for the next batch"),
+        };
+        assert!(retried.created);
+        assert_eq!(store.health().unwrap().submissions, 2);
+    }
+
     #[test]
     fn database_arguments_are_a_file_or_a_postgres_url() {
         assert_eq!(Db::parse("var/x.sqlite3").unwrap(), Db::Sqlite("var/x.sqlite3".into()));

@@ -158,10 +158,9 @@ impl Postgres {
             };
             match f(client) {
                 Ok(v) => return Ok(v),
-                Err(e) if attempt == 0 && client.is_closed() => {
-                    *guard = None;
-                    let _ = e;
-                }
+                // The connection dropped under this call (the server restarted): once more on a
+                // new one.
+                Err(_) if attempt == 0 && client.is_closed() => *guard = None,
                 Err(e) => return Err(e.into()),
             }
         }
