@@ -426,7 +426,8 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
     let mut p = 0usize;
     let n = data.len();
     let need = |p: usize, k: usize| -> Result<(), TraceError> {
-        if p + k > n {
+        // checked: a length field can claim up to 2^64 bytes
+        if p.checked_add(k).is_none_or(|end| end > n) {
             Err(err(format!("pickle truncated at byte {p}")))
         } else {
             Ok(())
