@@ -367,6 +367,16 @@ fn unknown_paths_are_localized_404s_and_links_use_one_site_address() {
     let claim = some_claim();
     let (_, _, html) = get(&format!("{}{}", server.url, Route::Claim(claim).path(Lang::En)));
     assert!(html.contains(&format!("<meta property=\"og:image\" content=\"{base}/og-claims.png\" />")));
+    // A claim merged into another keeps its permanent URL: the page shows the claim it went into
+    // and names that one as canonical (in every language).
+    let merged = loaded().dataset.claims.iter().find(|c| !c.replaces.is_empty()).expect("a merged claim in the data");
+    for lang in [Lang::En, Lang::Zh] {
+        let (status, _, html) = get(&format!("{}{}", server.url, Route::Claim(merged.replaces[0].clone()).path(lang)));
+        assert_eq!(status, 200, "{}", merged.replaces[0]);
+        let live = format!("{base}{}", Route::Claim(merged.id.clone()).path(lang));
+        assert!(html.contains(&format!("<link rel=\"canonical\" href=\"{live}\" />")), "{lang:?}: canonical {live}");
+        assert!(html.contains(&format!("id=\"{}\"", merged.id)) || html.contains(&merged.id), "{lang:?}: shows {}", merged.id);
+    }
     for image in ["og-calculator.png", "og-claims.png", "og-gpus.png", "og-guides.png", "og-home.png", "og-probe.png", "og-about.png", "icon-maskable-512.png"] {
         let resp = headroom_e2e::http().get(&format!("{}/{image}", server.url)).call().expect(image);
         assert_eq!(resp.status(), 200, "{image}");

@@ -357,6 +357,15 @@ fn check_claim_refs(c: &Claim, ds: &Dataset) -> Vec<String> {
             out.push("related: a claim cannot relate to itself".to_string());
         }
     }
+    for r in &c.replaces {
+        if ds.claim(r).is_some() {
+            out.push(format!("replaces: `{r}` is a claim of its own (only retired ids are replaced)"));
+        } else if ds.claims.iter().filter(|o| o.replaces.contains(r)).count() > 1 {
+            out.push(format!("replaces: `{r}` is replaced by more than one claim"));
+        } else if r.is_empty() || !r.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+            out.push(format!("replaces: `{r}` is not a claim id"));
+        }
+    }
     for (i, s) in c.sources.iter().enumerate() {
         if !s.backs.is_empty() {
             out.push(format!("sources[{i}]: `backs` belongs to catalog sources (the fields of the entry a passage states), not to claims"));
@@ -596,6 +605,29 @@ mod tests {
 
     fn check_claim_t(c: &Claim) -> Vec<String> {
         check_claim(c, &Dataset::default())
+    }
+
+    /// A merged claim's id keeps resolving to the claim it went into; a live id cannot be
+    /// "replaced", nor one id by two claims.
+    #[test]
+    fn replaced_ids_resolve_and_must_be_retired() {
+        let mut a = claim(Verdict::Verified, vec![source(SourceKind::OfficialDoc)]);
+        a.id = "kept".into();
+        a.replaces = vec!["old-one".into()];
+        let mut b = claim(Verdict::Verified, vec![source(SourceKind::OfficialDoc)]);
+        b.id = "other".into();
+        let ds = Dataset { claims: vec![a.clone(), b.clone()], ..Default::default() };
+        assert!(check_claim_refs(&a, &ds).is_empty(), "{:?}", check_claim_refs(&a, &ds));
+        assert_eq!(ds.claim_by_url("old-one").map(|c| c.id.as_str()), Some("kept"));
+        assert_eq!(ds.claim_by_url("kept").map(|c| c.id.as_str()), Some("kept"));
+        assert!(ds.claim("old-one").is_none() && ds.claim_by_url("gone").is_none());
+        a.replaces = vec!["other".into()];
+        let ds = Dataset { claims: vec![a.clone(), b.clone()], ..Default::default() };
+        assert!(check_claim_refs(&a, &ds).iter().any(|e| e.contains("is a claim of its own")));
+        a.replaces = vec!["old-one".into()];
+        b.replaces = vec!["old-one".into()];
+        let ds = Dataset { claims: vec![a.clone(), b], ..Default::default() };
+        assert!(check_claim_refs(&a, &ds).iter().any(|e| e.contains("more than one claim")));
     }
 
     #[test]

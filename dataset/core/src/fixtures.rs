@@ -36,6 +36,7 @@ pub fn claim(verdict: Verdict, sources: Vec<Source>) -> Claim {
         gpus: vec![],
         tools: vec![],
         related: vec![],
+        replaces: vec![],
         origins: vec![],
         sources,
         verdict,

@@ -238,6 +238,10 @@ pub struct Claim {
     pub tools: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub related: Vec<String>,
+    /// Ids of claims merged into this one (duplicates of the same sentence): their permanent
+    /// URLs keep working and show this claim.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub origins: Vec<Origin>,
     pub sources: Vec<Source>,
@@ -378,6 +382,10 @@ pub struct Dataset {
 impl Dataset {
     pub fn claim(&self, id: &str) -> Option<&Claim> {
         self.claims.iter().find(|c| c.id == id)
+    }
+    /// The claim a permanent URL names: the claim with that id, else the one it was merged into.
+    pub fn claim_by_url(&self, id: &str) -> Option<&Claim> {
+        self.claim(id).or_else(|| self.claims.iter().find(|c| c.replaces.iter().any(|r| r == id)))
     }
     pub fn gpu(&self, id: &str) -> Option<&Gpu> {
         self.gpus.iter().find(|g| g.id == id)

@@ -83,7 +83,12 @@ fn page_html(template: &str, lang: Lang, route: &Route, ds: &Arc<Dataset>, guide
         provide_context(guides.clone());
         view! { <Page lang=lang route=route.clone() ds=ds.clone() body=headroom_site::pages::any_body /> }.to_html()
     });
-    let url = format!("{}{}", site_url(), route.path(lang));
+    // A merged claim's old URL names the live claim as canonical.
+    let canonical = match route {
+        Route::Claim(id) if ds.claim(id).is_none() => ds.claim_by_url(id).map_or_else(|| route.clone(), |c| Route::Claim(c.id.clone())),
+        _ => route.clone(),
+    };
+    let url = format!("{}{}", site_url(), canonical.path(lang));
     let title = title(lang, route, ds);
     let desc = description(lang, route, ds);
     let mut head = format!(
@@ -93,7 +98,7 @@ fn page_html(template: &str, lang: Lang, route: &Route, ds: &Arc<Dataset>, guide
         esc(&url)
     );
     for l in Lang::ALL {
-        head += &format!("  <link rel=\"alternate\" hreflang=\"{}\" href=\"{}{}\" />\n", l.bcp47(), site_url(), route.path(l));
+        head += &format!("  <link rel=\"alternate\" hreflang=\"{}\" href=\"{}{}\" />\n", l.bcp47(), site_url(), canonical.path(l));
     }
     let og_type = if matches!(route, Route::Claim(_) | Route::Guide(_)) { "article" } else { "website" };
     head += &format!(
@@ -240,6 +245,9 @@ fn main() {
         let mut routes = vec![Route::Home, Route::Calculator, Route::Claims, Route::Gpus, Route::Guides, Route::Probe, Route::About];
         routes.extend(ds.guides.iter().map(|g| Route::Guide(g.slug.clone())));
         routes.extend(ds.claims.iter().map(|c| Route::Claim(c.id.clone())));
+        // The permanent URLs of claims merged into others show the claim they were merged into
+        // (its canonical link names the live id).
+        routes.extend(ds.claims.iter().flat_map(|c| c.replaces.iter().map(|r| Route::Claim(r.clone()))));
         for r in &routes {
             let html = page_html(&template, lang, r, &ds, &guides);
             write(&site.join(r.path(lang).trim_start_matches('/')).join("index.html"), &html);

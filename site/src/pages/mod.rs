@@ -18,7 +18,7 @@ pub fn title(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> String {
         Route::Home => t(lang, k::HOME_TITLE).to_string(),
         Route::Calculator => t(lang, k::CALC_TITLE).to_string(),
         Route::Claims => t(lang, k::CLAIMS_TITLE).to_string(),
-        Route::Claim(id) => ds.claim(id).map(|c| crate::ui::title_text(c, lang)).unwrap_or_else(|| id.clone()),
+        Route::Claim(id) => ds.claim_by_url(id).map(|c| crate::ui::title_text(c, lang)).unwrap_or_else(|| id.clone()),
         Route::Gpus => t(lang, k::GPUS_TITLE).to_string(),
         Route::Guides => t(lang, k::GUIDES_TITLE).to_string(),
         Route::Guide(slug) => ds.guides.iter().find(|g| &g.slug == slug).map(|g| g.title.clone()).unwrap_or_else(|| slug.clone()),
@@ -36,7 +36,7 @@ pub fn description(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> St
         Route::Calculator => t(lang, k::CALC_LEAD).to_string(),
         Route::Claims => t(lang, k::CLAIMS_LEAD).to_string(),
         Route::Claim(id) => ds
-            .claim(id)
+            .claim_by_url(id)
             .map(|c| match crate::ui::truth(c, lang) {
                 // The preview of a contradicted or qualified claim says what is true first.
                 Some((label, text)) => format!("{}. {label}: {text}", t(lang, crate::ui::verdict_key(c.verdict))),
@@ -109,7 +109,7 @@ pub fn pages_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView 
     match route {
         Route::Home => view! { <Home lang=lang ds=ds.clone() /> }.into_any(),
         Route::Claims => view! { <claims::ClaimList lang=lang ds=ds.clone() query=query /> }.into_any(),
-        Route::Claim(id) => match ds.claim(&id) {
+        Route::Claim(id) => match ds.claim_by_url(&id) {
             Some(c) => view! { <claims::ClaimPage lang=lang ds=ds.clone() claim=c.clone() /> }.into_any(),
             None => view! { <NotFoundBody lang=lang /> }.into_any(),
         },
