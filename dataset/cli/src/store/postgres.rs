@@ -81,6 +81,13 @@ impl From<postgres::Error> for StoreError {
     }
 }
 
+/// The error means the connection is gone: closed, or ended by the server (SQLSTATE class 57P:
+/// an administrator, a shutdown, a crash), whose notice can arrive before the client sees the
+/// socket close.
+fn connection_lost(e: &postgres::Error) -> bool {
+    e.is_closed() || e.code().is_some_and(|c| c.code().starts_with("57P"))
+}
+
 fn connect(config: &Config) -> Result<Client, postgres::Error> {
     let mut client = config.connect(NoTls)?;
     // Durable before the answer, whatever the server's default.
@@ -158,9 +165,9 @@ impl Postgres {
             };
             match f(client) {
                 Ok(v) => return Ok(v),
-                // The connection dropped under this call (the server restarted): once more on a
-                // new one.
-                Err(_) if attempt == 0 && client.is_closed() => *guard = None,
+                // The connection dropped under this call (the server restarted or ended it): once
+                // more on a new one.
+                Err(e) if attempt == 0 && (client.is_closed() || connection_lost(&e)) => *guard = None,
                 Err(e) => return Err(e.into()),
             }
         }
@@ -190,7 +197,7 @@ impl BatchWriter for PgWriter {
                     // happened) fails the batch; its callers answer 503 and the submitters retry,
                     // which the content hash makes idempotent.
                     let retry = matches!(e.code(), Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE);
-                    if self.client.as_ref().is_some_and(|c| c.is_closed()) {
+                    if connection_lost(&e) || self.client.as_ref().is_some_and(|c| c.is_closed()) {
                         self.client = None;
                     }
                     attempt += 1;
