@@ -125,7 +125,9 @@ fn migrate(client: &mut Client, shown: &str) -> Result<(), String> {
         tx.batch_execute(sql).map_err(err)?;
     }
     // The count is rebuilt at every start (one scan), so it is right even after rows were
-    // removed by hand.
+    // removed by hand. SHARE mode waits for inserts in flight in other server processes (a
+    // rolling restart) and holds new ones back until this commits, so none is missed.
+    tx.batch_execute("LOCK TABLE submissions IN SHARE MODE").map_err(err)?;
     tx.execute(
         "UPDATE headroom_meta SET schema_version = $1, submissions = (SELECT count(*) FROM submissions)",
         &[&(MIGRATIONS.len() as i32)],
