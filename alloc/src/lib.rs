@@ -19,6 +19,7 @@
 
 pub mod async_backend;
 pub mod config;
+pub mod detail;
 pub mod device;
 pub mod freeset;
 pub mod native;
@@ -139,12 +140,24 @@ pub fn replay(trace: &Trace, opts: &Options) -> Outcome {
 }
 
 fn replay_native(trace: &Trace, opts: &Options, device: Device) -> Outcome {
+    run_native(trace, opts, device, |_, _| true).0
+}
+
+/// The native replay, calling `watch(index, allocator)` after each event it replayed without
+/// failing (`index` into `trace.events`); the replay stops early when `watch` returns false.
+/// Returns the outcome so far and the allocator as it was left.
+pub(crate) fn run_native(
+    trace: &Trace,
+    opts: &Options,
+    device: Device,
+    mut watch: impl FnMut(usize, &native::Native) -> bool,
+) -> (Outcome, native::Native) {
     let mut a = native::Native::new(&opts.conf, device, opts.memory_fraction);
     let mut handles = vec![native::NIL; trace.num_ids as usize];
     let mut oom = None;
     let mut fallbacks = Vec::new();
     let mut replayed = 0u64;
-    for e in &trace.events {
+    for (i, e) in trace.events.iter().enumerate() {
         replayed += 1;
         if let Err(k) = a.step(e, &mut handles) {
             // PyTorch catches this one and goes on; its handle stays NIL, so its free is a no-op.
@@ -153,9 +166,15 @@ fn replay_native(trace: &Trace, opts: &Options, device: Device) -> Outcome {
                 let reserved = a.stats.reserved_bytes.all.current as u64;
                 let limit = a.allowed_memory_maximum().unwrap_or(reserved + a.device.free_now());
                 fallbacks.push(fallback(e, site, limit.saturating_sub(allocated), reserved));
+                if !watch(i, &a) {
+                    break;
+                }
                 continue;
             }
             oom = Some((e, k));
+            break;
+        }
+        if !watch(i, &a) {
             break;
         }
     }
@@ -177,7 +196,7 @@ fn replay_native(trace: &Trace, opts: &Options, device: Device) -> Outcome {
         }
         None => (None, None, None, false),
     };
-    Outcome {
+    let out = Outcome {
         backend: Backend::Native,
         oom_at,
         oom: oom.is_some(),
@@ -198,7 +217,8 @@ fn replay_native(trace: &Trace, opts: &Options, device: Device) -> Outcome {
         stats: Some(a.stats.clone()),
         warnings: opts.conf.warnings.clone(),
         fallbacks,
-    }
+    };
+    (out, a)
 }
 
 fn fallback(e: &trace::Event, site: &str, unrecorded_at_most: u64, reserved_after: u64) -> Fallback {
@@ -213,13 +233,29 @@ fn fallback(e: &trace::Event, site: &str, unrecorded_at_most: u64, reserved_afte
 }
 
 fn replay_async(trace: &Trace, opts: &Options, device: Device) -> Outcome {
+    run_async(trace, opts, device, |_, _| true).0
+}
+
+/// The cudaMallocAsync replay, with `watch` as in [`run_native`].
+pub(crate) fn run_async(
+    trace: &Trace,
+    opts: &Options,
+    device: Device,
+    mut watch: impl FnMut(usize, &async_backend::AsyncPool) -> bool,
+) -> (Outcome, async_backend::AsyncPool) {
     let mut p = async_backend::AsyncPool::new(device, opts.memory_fraction);
     let mut offsets = vec![u64::MAX; trace.num_ids as usize];
     let mut sizes = vec![0u64; trace.num_ids as usize];
     let mut oom = None;
     let mut fallbacks = Vec::new();
     let mut replayed = 0u64;
-    for e in &trace.events {
+    let mut stopped = false;
+    for (i, e) in trace.events.iter().enumerate() {
+        // the previous event went through (an out-of-memory error breaks out of the loop)
+        if i > 0 && !watch(i - 1, &p) {
+            stopped = true;
+            break;
+        }
         replayed += 1;
         match e.op {
             OP_ALLOC => {
@@ -261,6 +297,9 @@ fn replay_async(trace: &Trace, opts: &Options, device: Device) -> Outcome {
             _ => {}
         }
     }
+    if oom.is_none() && !stopped && !trace.events.is_empty() {
+        watch(trace.events.len() - 1, &p);
+    }
     let mut warnings = vec![
         "backend:cudaMallocAsync: where the driver's pool places allocations is approximate, so reserved bytes (usually a little low: see alloc/README.md) and the point where a device-memory limit is reached are estimates; allocated bytes and the fraction limit are exact".to_string(),
     ];
@@ -274,7 +313,7 @@ fn replay_async(trace: &Trace, opts: &Options, device: Device) -> Outcome {
         ),
         None => (None, None, None, false),
     };
-    Outcome {
+    let out = Outcome {
         backend: Backend::CudaMallocAsync,
         oom_at,
         oom: oom.is_some(),
@@ -295,7 +334,8 @@ fn replay_async(trace: &Trace, opts: &Options, device: Device) -> Outcome {
         stats: None,
         warnings,
         fallbacks,
-    }
+    };
+    (out, p)
 }
 
 /// The configurations `probe replay --compare` puts side by side.

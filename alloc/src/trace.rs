@@ -911,3 +911,42 @@ impl Trace {
         out
     }
 }
+
+/// A stack frame recorded with a snapshot's trace entry.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Frame {
+    pub name: String,
+    pub filename: String,
+    pub line: i64,
+}
+
+/// The stack frames recorded with entry `pos` of device `device`'s trace in a snapshot (the
+/// device `parse_snapshot` picks when `None`), innermost first as PyTorch lists them. Reads the
+/// pickle again: for the one allocation a reader asks about, not for every event.
+pub fn frames_at(bytes: &[u8], device: Option<usize>, pos: u64) -> Result<Vec<Frame>, TraceError> {
+    let pk = unpickle(bytes)?;
+    let traces = pk
+        .dict_get(pk.root, "device_traces")
+        .and_then(|i| pk.as_list(i))
+        .ok_or_else(|| err("snapshot: no device_traces"))?;
+    let dev = match device {
+        Some(d) => d,
+        None => (0..traces.len())
+            .max_by_key(|&d| (pk.as_list(traces[d]).map_or(0, |l| l.len()), usize::MAX - d))
+            .unwrap_or(0),
+    };
+    let entry = traces
+        .get(dev)
+        .and_then(|&t| pk.as_list(t))
+        .and_then(|l| l.get(pos as usize).copied())
+        .ok_or_else(|| err(format!("snapshot: no entry {pos} in device_traces[{dev}]")))?;
+    let frames = pk.dict_get(entry, "frames").and_then(|i| pk.as_list(i)).unwrap_or(&[]);
+    Ok(frames
+        .iter()
+        .map(|&f| Frame {
+            name: pk.dict_get(f, "name").and_then(|i| pk.as_str(i)).unwrap_or("").to_string(),
+            filename: pk.dict_get(f, "filename").and_then(|i| pk.as_str(i)).unwrap_or("").to_string(),
+            line: pk.dict_get(f, "line").and_then(|i| pk.as_int(i)).map_or(0, |v| v as i64),
+        })
+        .collect())
+}

@@ -167,3 +167,23 @@ fn a_fallback_skips_the_allocation_and_its_free() {
     let strict = replay(&t, &o);
     assert!(strict.oom && strict.oom_at == Some(1) && strict.fallbacks.is_empty());
 }
+
+/// The frames the lab shows for a failing allocation are those the snapshot recorded with it: in
+/// the image workload capped at 4.2 GB (as measured), cuDNN's workspace allocations fail, and the frames of each
+/// name the function that catches the error.
+#[test]
+fn frames_of_a_fallback_are_the_recorded_ones() {
+    let bytes = std::fs::read(root().join("fidelity/traces/image.pkl")).unwrap();
+    let t = trace::parse(&bytes).unwrap();
+    let total = t.device_total.unwrap();
+    let mut o = Options::new(config::parse("").unwrap(), total);
+    o.memory_fraction = Some(4201958604.0 / total as f64);
+    let out = replay(&t, &o);
+    assert!(!out.fallbacks.is_empty(), "no fallback at the 4.2 GB cap");
+    for f in &out.fallbacks {
+        let frames = trace::frames_at(&bytes, None, f.at).unwrap();
+        assert!(frames.iter().any(|fr| fr.name.contains(&f.site)), "event {}: no frame with {} in {:?}", f.at, f.site, frames.iter().map(|f| &f.name).collect::<Vec<_>>());
+        assert!(frames.iter().any(|fr| fr.filename.ends_with(".py") && fr.line > 0), "no Python frame with a line");
+    }
+    assert!(trace::frames_at(&bytes, None, u64::MAX >> 8).unwrap_err().to_string().contains("no entry"));
+}
