@@ -1,25 +1,10 @@
 //! One trace under several configurations on several cards: the matrix `probe replay --sweep`
-//! prints (and the allocator lab will draw). Pure: the caller passes the cards (their memory
+//! prints and the allocator lab draws. Pure: the caller passes the cards (their memory
 //! and what other processes hold) and gets one [`Outcome`] per (configuration, card).
 
 use crate::config::{self, AllocConf};
 use crate::trace::Trace;
 use crate::{Options, Outcome, replay};
-
-/// The configurations a sweep tries when none are given, cheapest change first: the default,
-/// then settings that cost nothing at run time, then ones that trade speed for memory.
-pub const SWEEP_CONFIGS: &[&str] = &[
-    "",
-    "expandable_segments:True",
-    "max_split_size_mb:512",
-    "max_split_size_mb:256",
-    "max_split_size_mb:128",
-    "max_split_size_mb:64",
-    "roundup_power2_divisions:4",
-    "garbage_collection_threshold:0.6,max_split_size_mb:128",
-    "expandable_segments:True,max_split_size_mb:128",
-    "backend:cudaMallocAsync",
-];
 
 /// A card to replay on.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,13 +25,15 @@ pub struct Config {
 }
 
 impl Config {
-    /// The built-in list, parsed.
-    pub fn defaults() -> Vec<Config> {
-        SWEEP_CONFIGS
-            .iter()
-            .map(|s| Config {
-                name: if s.is_empty() { "default".to_string() } else { s.to_string() },
-                conf: config::parse(s).expect("built-in configs parse"),
+    /// Parses `(name, PYTORCH_CUDA_ALLOC_CONF)` pairs (the lab's and `probe replay --sweep`'s
+    /// list is `dataset/data/catalog/alloc-recipes.toml`); the first refused setting is the error,
+    /// with PyTorch's own message.
+    pub fn parse_all<'a>(list: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Vec<Config>, String> {
+        list.into_iter()
+            .map(|(name, conf)| {
+                config::parse(conf)
+                    .map(|c| Config { name: name.to_string(), conf: c })
+                    .map_err(|e| format!("PYTORCH_CUDA_ALLOC_CONF={conf:?} is refused by PyTorch 2.11: {e}"))
             })
             .collect()
     }
@@ -132,7 +119,14 @@ mod tests {
             Card { label: "2 GiB".into(), total: 2 << 30, taken: 0 },
             Card { label: "8 GiB".into(), total: 8 << 30, taken: 0 },
         ];
-        let configs = Config::defaults();
+        let configs = Config::parse_all([
+            ("default", ""),
+            ("expandable", "expandable_segments:True"),
+            ("split-128", "max_split_size_mb:128"),
+            ("async", "backend:cudaMallocAsync"),
+        ])
+        .unwrap();
+        assert!(Config::parse_all([("x", "max_split_size_mb:10")]).unwrap_err().contains("must be >= 20"));
         let mut calls = 0;
         let m = sweep(&t, &configs, &cards, |d, n| {
             calls += 1;

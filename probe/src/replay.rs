@@ -51,7 +51,7 @@ pub struct ReplayArgs {
     /// Treat every failed allocation as fatal (no fallbacks).
     #[arg(long, conflicts_with = "recoverable")]
     pub no_recover: bool,
-    /// Replay under ten common configurations (and --conf, if given) on each card of --cards
+    /// Replay under the allocator lab's settings (and --conf, if given) on each card of --cards
     /// or --sizes: a matrix of outcomes, and per card the first configuration that fits.
     #[arg(long, conflicts_with = "compare")]
     pub sweep: bool,
@@ -76,6 +76,21 @@ struct GpuFile {
     gpu: Vec<headroom_core::catalog::Gpu>,
 }
 
+/// The settings a sweep tries (`dataset/data/catalog/alloc-recipes.toml`, the allocator lab's
+/// list), embedded at build time.
+const RECIPES: &str = include_str!("../../dataset/data/catalog/alloc-recipes.toml");
+
+#[derive(serde::Deserialize)]
+struct RecipeFile {
+    recipe: Vec<headroom_core::catalog::AllocRecipe>,
+}
+
+/// The sweep's configurations, cheapest change first, as the lab names them.
+fn recipes() -> Result<Vec<headroom_alloc::sweep::Config>, String> {
+    let file: RecipeFile = toml::from_str(RECIPES).map_err(|e| format!("the embedded allocator settings: {e}"))?;
+    headroom_alloc::sweep::Config::parse_all(file.recipe.iter().map(|r| (if r.conf.is_empty() { "default" } else { r.conf.as_str() }, r.conf.as_str())))
+}
+
 /// The cards of `--cards` and `--sizes`.
 fn sweep_cards(args: &ReplayArgs) -> Result<Vec<headroom_alloc::sweep::Card>, String> {
     use headroom_alloc::sweep::{Card, parse_size};
@@ -90,7 +105,7 @@ fn sweep_cards(args: &ReplayArgs) -> Result<Vec<headroom_alloc::sweep::Card>, St
                 near.truncate(8);
                 return Err(format!("no GPU `{id}` in the catalog{}", if near.is_empty() { String::new() } else { format!(" (did you mean {}?)", near.join(", ")) }));
             };
-            cards.push(Card { label: format!("{} ({} GB)", g.name, g.memory_gb), total: (g.memory_gb * (1u64 << 30) as f64) as u64, taken });
+            cards.push(Card { label: format!("{} ({} GB)", g.name, g.memory_gb), total: headroom_core::fit::gpu_bytes(g), taken });
         }
     }
     for s in &args.sizes {
@@ -115,8 +130,15 @@ fn run_sweep(args: &ReplayArgs, t: &Trace, shown: &str) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let recipes = match recipes() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("probe replay: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let mut configs = Vec::new();
-    if !args.conf.is_empty() && !headroom_alloc::sweep::SWEEP_CONFIGS.contains(&args.conf.as_str()) {
+    if !args.conf.is_empty() && !recipes.iter().any(|r| r.conf.source == args.conf) {
         match config::parse(&args.conf) {
             Ok(c) => configs.push(Config { name: format!("{} (--conf)", args.conf), conf: c }),
             Err(e) => {
@@ -125,7 +147,7 @@ fn run_sweep(args: &ReplayArgs, t: &Trace, shown: &str) -> u8 {
             }
         }
     }
-    configs.extend(Config::defaults());
+    configs.extend(recipes);
     let m = sweep(t, &configs, &cards, |_, _| true).expect("not cancelled");
     if args.json {
         let doc = serde_json::json!({

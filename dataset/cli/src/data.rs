@@ -31,15 +31,25 @@ pub fn load_checked(dir: &Path) -> Result<Loaded, String> {
 pub fn check(dir: &Path, i18n: &Path) -> Result<(), String> {
     let loaded = load_checked(dir)?;
     let d = &loaded.dataset;
+    // The allocator lab's settings must be ones PyTorch 2.11 accepts.
+    let refused: Vec<String> = d
+        .alloc_recipes
+        .iter()
+        .filter_map(|r| headroom_alloc::config::parse(&r.conf).err().map(|e| format!("  catalog/alloc-recipes.toml: recipe `{}`: PyTorch refuses `{}`: {e}", r.id, r.conf)))
+        .collect();
+    if !refused.is_empty() {
+        return Err(format!("{} problem(s) in the data:\n{}", refused.len(), refused.join("\n")));
+    }
     let guides = crate::guides::render_all(d, i18n)?;
     println!(
-        "dataset check: OK: {} claims, {} GPUs, {} LLMs, {} diffusion models, {} quantization formats, {} tools, {} seeds, {} measurement aggregates",
+        "dataset check: OK: {} claims, {} GPUs, {} LLMs, {} diffusion models, {} quantization formats, {} tools, {} allocator settings, {} seeds, {} measurement aggregates",
         d.claims.len(),
         d.gpus.len(),
         d.llms.len(),
         d.diffusion.len(),
         d.quant.len(),
         d.tools.len(),
+        d.alloc_recipes.len(),
         d.seeds.len(),
         d.measurements.len()
     );

@@ -36,6 +36,20 @@ pub struct Gpu {
     pub extra_sources: Vec<Source>,
 }
 
+/// A `PYTORCH_CUDA_ALLOC_CONF` setting that the allocator lab and `probe replay --sweep` try
+/// (`catalog/alloc-recipes.toml`, cheapest change first), with the claims that say what it does
+/// and who recommends it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllocRecipe {
+    pub id: String,
+    /// The setting as PyTorch reads it (`""`: the default).
+    pub conf: String,
+    /// Claim ids: the first says what the setting does; recipes from the seeds cite the claim
+    /// with their verdict.
+    pub claims: Vec<String>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Attention {

@@ -151,6 +151,28 @@ pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problem
         }
         push("quant", &q.id, m);
     }
+    let mut confs = BTreeSet::new();
+    for r in &ds.alloc_recipes {
+        let mut m = Vec::new();
+        if !id_ok(&r.id) || r.id != r.id.to_ascii_lowercase() {
+            m.push("id must be lowercase letters, digits, '.', '-'".into());
+        }
+        if !confs.insert(r.conf.replace(' ', "")) {
+            m.push(format!("conf `{}` listed twice", r.conf));
+        }
+        if r.claims.is_empty() {
+            m.push("claims is empty: name the claim that says what the setting does".into());
+        }
+        for c in r.claims.iter().filter(|c| ds.claim(c).is_none()) {
+            m.push(format!("claim `{c}` does not exist"));
+        }
+        // The claims are about this setting: one of them names its first option.
+        let key = r.conf.split([',', ':']).next().unwrap_or("").trim();
+        if !r.claims.iter().any(|c| ds.claim(c).is_some_and(|c| c.statement.en.contains(key))) {
+            m.push(format!("no claim among {:?} names `{key}`", r.claims));
+        }
+        push("recipe", &r.id, m);
+    }
     for t in &ds.tools {
         let mut m = Vec::new();
         if !id_ok(&t.id) || t.id != t.id.to_ascii_lowercase() {

@@ -58,6 +58,13 @@ struct AggregatesFile {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RecipesFile {
+    #[serde(default)]
+    recipe: Vec<crate::catalog::AllocRecipe>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct SeedsFile {
     #[serde(default)]
     seed: Vec<Seed>,
@@ -83,6 +90,7 @@ impl Loaded {
                 "quant" => "quant",
                 "tool" => "tool",
                 "aggregate" => "aggregate",
+                "recipe" => "recipe",
                 _ => "seed",
             };
             problems.push(Problem::of(path, kind, Some(id), format!("duplicate {kind} id (first defined in {first})")));
@@ -156,6 +164,13 @@ pub fn load(files: &[(String, String)]) -> Result<Loaded, Vec<Problem>> {
                     }
                 }
             }
+            "catalog/alloc-recipes.toml" => {
+                for r in parse::<RecipesFile>(p, text, p_ref).map(|f| f.recipe).unwrap_or_default() {
+                    if loaded.note("recipe", &r.id, p, p_ref) {
+                        loaded.dataset.alloc_recipes.push(r);
+                    }
+                }
+            }
             "measurements/aggregates.toml" => {
                 for a in parse::<AggregatesFile>(p, text, p_ref).map(|f| f.aggregate).unwrap_or_default() {
                     if loaded.note("aggregate", &a.key(), p, p_ref) {
@@ -173,7 +188,7 @@ pub fn load(files: &[(String, String)]) -> Result<Loaded, Vec<Problem>> {
             _ => problems.push(Problem::new(
                 p,
                 None,
-                "unexpected file: data files are claims/*.toml, catalog/{gpus,llms,diffusion,quant}.toml, catalog/tools/*.toml, measurements/aggregates.toml and seeds.toml".to_string(),
+                "unexpected file: data files are claims/*.toml, catalog/{gpus,llms,diffusion,quant,alloc-recipes}.toml, catalog/tools/*.toml, measurements/aggregates.toml and seeds.toml".to_string(),
             )),
         }
     }

@@ -373,6 +373,9 @@ pub struct Dataset {
     /// Aggregated probe measurements per catalog GPU.
     #[serde(default)]
     pub measurements: Vec<Aggregate>,
+    /// The allocator settings the allocator lab tries, cheapest change first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alloc_recipes: Vec<crate::catalog::AllocRecipe>,
     /// The guides of one language, in reading order (title and summary; the rendered text is in
     /// `guides-<lang>.json`). Set by `dataset build` in each language's compact data.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -489,6 +492,7 @@ impl Dataset {
     /// go too. `tests/calculator_data.rs` checks that the engine answers the same on it.
     pub fn for_calculator(&self) -> Dataset {
         let mut ds = self.clone();
+        ds.alloc_recipes.clear();
         for c in &mut ds.claims {
             if c.verdict == Verdict::Contradicted {
                 c.statement = Text::default();

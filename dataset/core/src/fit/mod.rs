@@ -326,6 +326,23 @@ pub fn gpu_bytes(g: &crate::Gpu) -> u64 {
     (g.memory_gb * GIB) as u64
 }
 
+/// What a PyTorch process holds on a GPU before its first tensor (the allocator lab counts it as
+/// taken before a replay starts): where probe reports for the GPU were aggregated, the GPU's
+/// bytes less their median usable capacity; else the CUDA context of claim
+/// `fit-cuda-context-measured`. Bytes, and what they come from: the aggregate's key or the claim
+/// id.
+pub fn process_context(ds: &Dataset, gpu: Option<&crate::Gpu>) -> Result<(u64, String), String> {
+    if let Some(g) = gpu
+        && let Some(a) = ds.measurements.iter().find(|a| a.gpu == g.id && a.measurement == "usable_bytes")
+        && a.median > 0.0
+        && (a.median as u64) < gpu_bytes(g)
+    {
+        return Ok((gpu_bytes(g) - a.median as u64, a.key()));
+    }
+    let id = "fit-cuda-context-measured";
+    Ok((claim_number(ds, id)? as u64, id.to_string()))
+}
+
 /// The full answer: breakdown, GPUs it fits on, levers.
 pub fn fit(ds: &Dataset, w: &Workload) -> Result<Fit, String> {
     let b = breakdown(ds, w)?;
