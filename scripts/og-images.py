@@ -103,6 +103,16 @@ def probe(c):
         c.rect(940, 210 + i * 50, 40, 20, WHITE)
 
 
+def allocator(c):
+    # A segment map: rows of segments, blocks in use and free.
+    for row, blocks in enumerate([[160, 60, 120], [90, 200], [140, 40, 70, 60], [260]]):
+        x = 580
+        for i, w in enumerate(blocks):
+            c.rect(x, 170 + row * 80, w - 8, 56, SEGMENTS[(row + i) % 5] if i % 2 == 0 else LIGHT, 6)
+            x += w
+    c.rect(1060, 150, 10, 330, WHITE, 4)
+
+
 def about(c):
     c.circle(810, 320, 170, WHITE)
     c.circle(810, 230, 26, BLUE)
@@ -114,7 +124,7 @@ def home(c):
 
 
 def main():
-    for name, draw in [("home", home), ("calculator", calculator), ("claims", claims), ("gpus", gpus), ("guides", guides), ("probe", probe), ("about", about)]:
+    for name, draw in [("home", home), ("calculator", calculator), ("claims", claims), ("gpus", gpus), ("guides", guides), ("allocator", allocator), ("probe", probe), ("about", about)]:
         c = Canvas(1200, 630, BLUE)
         mark(c, 40, 60, 0.95)
         draw(c)

@@ -7,7 +7,7 @@ const PRECACHE = __PRECACHE__;
 // Each language's offline set (data and main pages), cached when a page in it asks.
 const LANGS = __LANGS__;
 // The shapes of the site's pages (routes.rs): anything else is not a page.
-const PAGE = /^\/(pt|es|zh|it|en)\/(|calculator\/|claims\/|claims\/[a-z0-9.-]+\/|gpus\/|guides\/|guides\/[a-z0-9-]+\/|probe\/|about\/)$/;
+const PAGE = /^\/(pt|es|zh|it|en)\/(|calculator\/|claims\/|claims\/[a-z0-9.-]+\/|gpus\/|guides\/|guides\/[a-z0-9-]+\/|allocator\/|probe\/|about\/)$/;
 
 self.addEventListener("install", (event) => {
   event.waitUntil(caches.open(CACHE).then((c) => c.addAll(PRECACHE)).then(() => self.skipWaiting()));

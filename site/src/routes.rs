@@ -13,6 +13,8 @@ pub enum Route {
     Guides,
     Guide(String),
     Probe,
+    /// The allocator lab.
+    Allocator,
     About,
 }
 
@@ -28,6 +30,7 @@ impl Route {
             Route::Guides => "guides/".into(),
             Route::Guide(slug) => format!("guides/{slug}/"),
             Route::Probe => "probe/".into(),
+            Route::Allocator => "allocator/".into(),
             Route::About => "about/".into(),
         }
     }
@@ -50,6 +53,7 @@ impl Route {
             ["guides"] => Route::Guides,
             ["guides", slug] => Route::Guide(slug.to_string()),
             ["probe"] => Route::Probe,
+            ["allocator"] => Route::Allocator,
             ["about"] => Route::About,
             _ => return None,
         };
@@ -57,8 +61,8 @@ impl Route {
     }
 
     /// The pages in the main navigation, in order.
-    pub const NAV: [Route; 7] =
-        [Route::Home, Route::Calculator, Route::Claims, Route::Gpus, Route::Guides, Route::Probe, Route::About];
+    pub const NAV: [Route; 8] =
+        [Route::Home, Route::Calculator, Route::Claims, Route::Gpus, Route::Guides, Route::Allocator, Route::Probe, Route::About];
 }
 
 #[cfg(test)]
@@ -67,7 +71,7 @@ mod tests {
 
     #[test]
     fn paths_round_trip() {
-        for r in [Route::Home, Route::Calculator, Route::Claim("a-b.c".into()), Route::Guide("oom-message".into()), Route::About] {
+        for r in [Route::Home, Route::Calculator, Route::Allocator, Route::Claim("a-b.c".into()), Route::Guide("oom-message".into()), Route::About] {
             for l in Lang::ALL {
                 assert_eq!(Route::parse(&r.path(l)), Some((l, r.clone())));
             }

@@ -181,6 +181,7 @@ fn nav_key(r: &Route) -> Key {
         Route::Gpus => k::NAV_GPUS,
         Route::Guides | Route::Guide(_) => k::NAV_GUIDES,
         Route::Probe => k::NAV_PROBE,
+        Route::Allocator => k::NAV_ALLOCATOR,
         Route::About => k::NAV_ABOUT,
     }
 }

@@ -228,6 +228,7 @@ fn no_word_is_broken_inside_on_a_phone_or_a_desktop() {
         ("gpus", Route::Gpus, ""),
         ("guides", Route::Guides, ""),
         ("guide", Route::Guide("llm-serving".into()), ""),
+        ("allocator", Route::Allocator, ""),
         ("probe", Route::Probe, ""),
         ("about", Route::About, ""),
     ];
@@ -248,7 +249,7 @@ fn no_word_is_broken_inside_on_a_phone_or_a_desktop() {
                 // Nothing wider than the screen except inside its own scroller.
                 let wide = b.js("return document.documentElement.scrollWidth <= window.innerWidth + 1");
                 assert_eq!(wide, json!(true), "{label} {lang:?} {name}: the page scrolls sideways");
-                if lang == Lang::En && ["calculator", "claim", "gpus"].contains(name) {
+                if lang == Lang::En && ["calculator", "claim", "gpus", "allocator"].contains(name) {
                     std::fs::write(artefacts().join(format!("{name}-{label}.png")), b.screenshot()).unwrap();
                 }
             }

@@ -5,6 +5,7 @@
 //!   cargo xtask serve [ARGS]   setup + dist, then `dataset serve ARGS` (release build)
 //!   cargo xtask test           setup + dist, then every test, including headless Chromium
 //!   cargo xtask size           setup + dist, then measure first-load bytes, time to interactive, recompute time
+//!   cargo xtask lab-bench      setup + dist, then the allocator lab's speed in Chromium (a million-entry snapshot)
 //!   cargo xtask with-postgres -- CMD...  run CMD with a throwaway PostgreSQL server (HEADROOM_TEST_PG names it)
 //!   cargo xtask windows        setup, then check that the probe (and its tests) build for Windows
 
@@ -43,13 +44,14 @@ fn main() -> ExitCode {
         "serve" => setup().and_then(|()| dist(true)).and_then(|()| serve(rest)),
         "test" => setup().and_then(|()| dist(true)).and_then(|()| test()),
         "size" => setup().and_then(|()| dist(true)).and_then(|()| size()),
+        "lab-bench" => setup().and_then(|()| dist(true)).and_then(|()| lab_bench()),
         "with-postgres" => with_postgres(rest),
         "windows" => setup().and_then(|()| windows()),
         "help" | "-h" | "--help" => {
-            println!("{}", include_str!("main.rs").lines().skip(2).take(7).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
+            println!("{}", include_str!("main.rs").lines().skip(2).take(8).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
             Ok(())
         }
-        other => Err(format!("unknown task `{other}` (tasks: setup, dist, serve, test, size, with-postgres, windows)")),
+        other => Err(format!("unknown task `{other}` (tasks: setup, dist, serve, test, size, lab-bench, with-postgres, windows)")),
     };
     match result {
         Ok(()) => {
@@ -105,6 +107,10 @@ fn hashed_name(stem: &str, ext: &str, bytes: &[u8]) -> String {
     format!("{stem}-{hex}.{ext}")
 }
 
+/// The browser bundles of headroom-site: (bin, name in site/dist). `app` renders every page but
+/// the calculator (`calc`) and the allocator lab (`lab`).
+const BUNDLES: [(&str, &str); 3] = [("headroom-site", "app"), ("calc", "calc"), ("lab", "lab")];
+
 /// site/dist/: the app (wasm + JS glue + CSS, content-hashed), index.html and the built data.
 fn dist(local: bool) -> Result {
     let root = root();
@@ -113,10 +119,10 @@ fn dist(local: bool) -> Result {
     }
     // Two bundles of the same app: `calc` renders the calculator, `app` every other page (a page
     // links to the other bundle's pages with a normal navigation), so neither carries the other.
-    run(in_wasm_env("cargo").args(["build", "-p", "headroom-site", "--bin", "headroom-site", "--bin", "calc", "--features", "csr", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
+    run(in_wasm_env("cargo").args(["build", "-p", "headroom-site", "--bin", "headroom-site", "--bin", "calc", "--bin", "lab", "--features", "csr", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
     let stage = root.join("target/site-stage");
     let _ = std::fs::remove_dir_all(&stage);
-    for (bin, name) in [("headroom-site", "app"), ("calc", "calc")] {
+    for (bin, name) in BUNDLES {
         let wasm = root.join("target").join(WASM_TARGET).join(WASM_PROFILE).join(format!("{bin}.wasm"));
         run(in_wasm_env("wasm-bindgen")
             .args(["--target", "web", "--no-typescript", "--out-name", name, "--out-dir"])
@@ -137,12 +143,23 @@ fn dist(local: bool) -> Result {
     let mf_bg = stage.join("modelfile_bg.wasm");
     run(in_wasm_env("wasm-opt").args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int"]).arg(&mf_bg).arg("-o").arg(&mf_bg))?;
 
+    // The allocator lab's simulator: its own wasm module, run by the lab page in a Web Worker
+    // (site/lab-worker.js); optimised for speed, not size (it replays millions of events).
+    run(in_wasm_env("cargo").args(["build", "-p", "headroom-alloclab", "--lib", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
+    let lab_wasm = root.join("target").join(WASM_TARGET).join(WASM_PROFILE).join("headroom_alloclab.wasm");
+    run(in_wasm_env("wasm-bindgen")
+        .args(["--target", "web", "--no-typescript", "--out-name", "alloclab", "--out-dir"])
+        .arg(&stage)
+        .arg(&lab_wasm))?;
+    let lab_bg = stage.join("alloclab_bg.wasm");
+    run(in_wasm_env("wasm-opt").args(["-O3", "--enable-bulk-memory", "--enable-nontrapping-float-to-int"]).arg(&lab_bg).arg("-o").arg(&lab_bg))?;
+
     let out = root.join("site/dist.tmp");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
     let mut bundles = Vec::new();
-    for name in ["app", "calc"] {
+    for (_, name) in BUNDLES {
         let wasm_bytes = read(&stage.join(format!("{name}_bg.wasm")))?;
         let js_bytes = read(&stage.join(format!("{name}.js")))?;
         let (wasm_name, js_name) = (hashed_name(name, "wasm", &wasm_bytes), hashed_name(name, "js", &js_bytes));
@@ -159,6 +176,18 @@ fn dist(local: bool) -> Result {
     let mf_js_name = hashed_name("modelfile", "js", &mf_js_bytes);
     write(&out.join(&mf_wasm_name), &mf_wasm_bytes)?;
     write(&out.join(&mf_js_name), &mf_js_bytes)?;
+    let lab_wasm_bytes = read(&lab_bg)?;
+    let lab_js_bytes = read(&stage.join("alloclab.js"))?;
+    let lab_wasm_name = hashed_name("alloclab", "wasm", &lab_wasm_bytes);
+    let lab_js_name = hashed_name("alloclab", "js", &lab_js_bytes);
+    write(&out.join(&lab_wasm_name), &lab_wasm_bytes)?;
+    write(&out.join(&lab_js_name), &lab_js_bytes)?;
+    let worker = String::from_utf8(read(&root.join("site/lab-worker.js"))?)
+        .map_err(|e| e.to_string())?
+        .replace("__ALLOCLAB_JS__", &format!("/{lab_js_name}"))
+        .replace("__ALLOCLAB_WASM__", &format!("/{lab_wasm_name}"));
+    let worker_name = hashed_name("lab-worker", "js", worker.as_bytes());
+    write(&out.join(&worker_name), worker.as_bytes())?;
 
     for entry in std::fs::read_dir(root.join("site/assets")).map_err(|e| format!("site/assets: {e}"))?.flatten() {
         let p = entry.path();
@@ -176,7 +205,8 @@ fn dist(local: bool) -> Result {
         "<link rel=\"stylesheet\" href=\"/{css_name}\" />\n  \
          <meta name=\"headroom-bundles\" content=\"{}\" />\n  \
          <!-- headroom:bundle -->\n  \
-         <meta name=\"headroom-modelfile\" content=\"/{mf_js_name} /{mf_wasm_name}\" />",
+         <meta name=\"headroom-modelfile\" content=\"/{mf_js_name} /{mf_wasm_name}\" />\n  \
+         <meta name=\"headroom-lab-worker\" content=\"/{worker_name}\" />",
         names.join(";")
     );
     let html = template.replace(marker.trim(), &head);
@@ -200,6 +230,7 @@ fn dist(local: bool) -> Result {
         eprintln!("[xtask] site/dist: {wasm_name} {len} bytes ({gz} gzip), {js_name}");
     }
     eprintln!("[xtask] site/dist: {mf_wasm_name} {} bytes ({} gzip, loaded on first use)", mf_wasm_bytes.len(), gzip_len(&mf_wasm_bytes));
+    eprintln!("[xtask] site/dist: {lab_wasm_name} {} bytes ({} gzip, the allocator lab's worker)", lab_wasm_bytes.len(), gzip_len(&lab_wasm_bytes));
     Ok(())
 }
 
@@ -261,6 +292,14 @@ fn serve(args: &[String]) -> Result {
 fn size() -> Result {
     run(cargo()
         .args(["test", "-q", "-p", "headroom-e2e", "--test", "size", "--", "--ignored", "--nocapture"])
+        .env("HEADROOM_SITE", root().join("site/dist")))
+}
+
+/// The allocator lab's speed in Chromium: a million-entry snapshot swept over every setting on
+/// eight cards (tests/tests/lab.rs, `lab_speed_benchmark`).
+fn lab_bench() -> Result {
+    run(cargo()
+        .args(["test", "-q", "--release", "-p", "headroom-e2e", "--test", "lab", "--", "--ignored", "--nocapture", "lab_speed_benchmark"])
         .env("HEADROOM_SITE", root().join("site/dist")))
 }
 

@@ -43,6 +43,7 @@ fn og_image(route: &Route) -> &'static str {
         Route::Gpus => "og-gpus.png",
         Route::Guides | Route::Guide(_) => "og-guides.png",
         Route::Probe => "og-probe.png",
+        Route::Allocator => "og-allocator.png",
         Route::About => "og-about.png",
     }
 }
@@ -154,10 +155,12 @@ fn bundle_tags(template: &str, bundle: Bundle, lang: Lang) -> String {
 /// the address it is shown at.
 fn bundle_loader(template: &str) -> String {
     let calc: Vec<String> = Lang::ALL.into_iter().map(|l| Route::Calculator.path(l)).collect();
+    let lab: Vec<String> = Lang::ALL.into_iter().map(|l| Route::Allocator.path(l)).collect();
     let (cj, cw) = bundle_files(template, Bundle::Calculator);
+    let (lj, lw) = bundle_files(template, Bundle::Lab);
     let (aj, aw) = bundle_files(template, Bundle::Pages);
     format!(
-        "<script>(() => {{ const b = {calc:?}.includes(location.pathname) ? [\"{cj}\", \"{cw}\"] : [\"{aj}\", \"{aw}\"]; const l = document.createElement(\"link\"); l.rel = \"preload\"; l.as = \"fetch\"; l.type = \"application/wasm\"; l.crossOrigin = \"\"; l.href = b[1]; document.head.append(l); import(b[0]).then((m) => m.default({{ module_or_path: b[1] }})); }})();</script>"
+        "<script>(() => {{ const p = location.pathname; const b = {calc:?}.includes(p) ? [\"{cj}\", \"{cw}\"] : {lab:?}.includes(p) ? [\"{lj}\", \"{lw}\"] : [\"{aj}\", \"{aw}\"]; const l = document.createElement(\"link\"); l.rel = \"preload\"; l.as = \"fetch\"; l.type = \"application/wasm\"; l.crossOrigin = \"\"; l.href = b[1]; document.head.append(l); import(b[0]).then((m) => m.default({{ module_or_path: b[1] }})); }})();</script>"
     )
 }
 
@@ -242,7 +245,7 @@ fn main() {
         let ds = Arc::new(full);
         let guides: Vec<headroom_core::guides::Guide> = serde_json::from_str(&read(format!("guides-{}.json", lang.code()))).expect("guides JSON");
         let guides = Rendered(Arc::new(guides));
-        let mut routes = vec![Route::Home, Route::Calculator, Route::Claims, Route::Gpus, Route::Guides, Route::Probe, Route::About];
+        let mut routes = vec![Route::Home, Route::Calculator, Route::Claims, Route::Gpus, Route::Guides, Route::Allocator, Route::Probe, Route::About];
         routes.extend(ds.guides.iter().map(|g| Route::Guide(g.slug.clone())));
         routes.extend(ds.claims.iter().map(|c| Route::Claim(c.id.clone())));
         // The permanent URLs of claims merged into others show the claim they were merged into

@@ -4,6 +4,7 @@ pub mod calc;
 pub mod claims;
 pub mod gpus;
 pub mod guides;
+pub mod lab;
 
 use headroom_core::{Lang, Verdict};
 use headroom_i18n::{fmt, k, t};
@@ -23,6 +24,7 @@ pub fn title(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> String {
         Route::Guides => t(lang, k::GUIDES_TITLE).to_string(),
         Route::Guide(slug) => ds.guides.iter().find(|g| &g.slug == slug).map(|g| g.title.clone()).unwrap_or_else(|| slug.clone()),
         Route::Probe => t(lang, k::PROBE_TITLE).to_string(),
+        Route::Allocator => t(lang, k::LAB_TITLE).to_string(),
         Route::About => t(lang, k::ABOUT_TITLE).to_string(),
     };
     let page: String = if page.chars().count() > 90 { page.chars().take(88).collect::<String>() + "…" } else { page };
@@ -47,6 +49,7 @@ pub fn description(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> St
         Route::Guides => t(lang, k::GUIDES_LEAD).to_string(),
         Route::Guide(slug) => ds.guides.iter().find(|g| &g.slug == slug).map(|g| g.summary.clone()).unwrap_or_default(),
         Route::Probe => t(lang, k::PROBE_LEAD).to_string(),
+        Route::Allocator => t(lang, k::LAB_LEAD).to_string(),
         Route::About => t(lang, k::ABOUT_LEAD).to_string(),
     }
 }
@@ -54,12 +57,14 @@ pub fn description(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> St
 /// A page's body, without the layout: what one bundle of the app can render.
 pub type Body = fn(Lang, Route, Data, String) -> AnyView;
 
-/// The browser app comes in two bundles built from this crate: the calculator (`calc`, the
-/// page a first visit most often opens) and every other page (`app`). Each renders only its own
-/// routes, so neither carries the other's code; links between them are normal navigations.
+/// The browser app comes in three bundles built from this crate: the calculator (`calc`, the
+/// page a first visit most often opens), the allocator lab (`lab`) and every other page (`app`).
+/// Each renders only its own routes, so none carries another's code; links between them are
+/// normal navigations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bundle {
     Calculator,
+    Lab,
     Pages,
 }
 
@@ -68,6 +73,7 @@ impl Bundle {
     pub fn of(route: &Route) -> Bundle {
         match route {
             Route::Calculator => Bundle::Calculator,
+            Route::Allocator => Bundle::Lab,
             _ => Bundle::Pages,
         }
     }
@@ -76,16 +82,18 @@ impl Bundle {
     pub fn name(self) -> &'static str {
         match self {
             Bundle::Calculator => "calc",
+            Bundle::Lab => "lab",
             Bundle::Pages => "app",
         }
     }
 
     /// Where its data for a language is (`dataset build` writes them): the calculator's part
-    /// (`Dataset::for_calculator`) or the compact dataset every other page reads.
+    /// (`Dataset::for_calculator`) or the compact dataset every other page reads (the lab too:
+    /// GPUs, aggregates, claims, allocator settings).
     pub fn data_url(self, lang: Lang) -> String {
         match self {
             Bundle::Calculator => format!("/data/calc-{}.json", lang.code()),
-            Bundle::Pages => format!("/data/{}.json", lang.code()),
+            Bundle::Lab | Bundle::Pages => format!("/data/{}.json", lang.code()),
         }
     }
 }
@@ -100,6 +108,14 @@ pub fn ui_url(lang: Lang) -> String {
 pub fn calculator_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView {
     match route {
         Route::Calculator => view! { <calc::Calculator lang=lang ds=ds query=query /> }.into_any(),
+        _ => view! { <NotFoundBody lang=lang /> }.into_any(),
+    }
+}
+
+/// The allocator lab bundle's body.
+pub fn lab_body(lang: Lang, route: Route, ds: Data, _query: String) -> AnyView {
+    match route {
+        Route::Allocator => view! { <lab::Lab lang=lang ds=ds /> }.into_any(),
         _ => view! { <NotFoundBody lang=lang /> }.into_any(),
     }
 }
@@ -121,7 +137,7 @@ pub fn pages_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView 
         },
         Route::Probe => view! { <Probe lang=lang /> }.into_any(),
         Route::About => view! { <About lang=lang ds=ds.clone() /> }.into_any(),
-        Route::Calculator => view! { <NotFoundBody lang=lang /> }.into_any(),
+        Route::Calculator | Route::Allocator => view! { <NotFoundBody lang=lang /> }.into_any(),
     }
 }
 
@@ -129,6 +145,7 @@ pub fn pages_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView 
 pub fn any_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView {
     match Bundle::of(&route) {
         Bundle::Calculator => calculator_body(lang, route, ds, query),
+        Bundle::Lab => lab_body(lang, route, ds, query),
         Bundle::Pages => pages_body(lang, route, ds, query),
     }
 }
