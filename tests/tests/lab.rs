@@ -123,6 +123,18 @@ fn a_dropped_snapshot_replays_in_the_browser_as_the_cli_replays_it() {
     assert!(b.text("#lab-failing").unwrap().contains("CUDA out of memory. Tried to allocate"));
     assert!(b.js("return document.querySelectorAll('#lab-segments rect.seg').length").as_u64().unwrap() > 0);
 
+    // Screenshots (target/test-artefacts/) at a phone's width and a desktop's.
+    b.resize(390, 844);
+    let shots = repo_root().join("target/test-artefacts");
+    std::fs::create_dir_all(&shots).unwrap();
+    b.js("document.querySelector('#lab-results').scrollIntoView(); return 1");
+    std::fs::write(shots.join("lab-results-phone.png"), b.screenshot()).unwrap();
+    b.js("document.querySelector('#lab-detail').scrollIntoView(); return 1");
+    assert_eq!(b.js("return document.documentElement.scrollWidth <= window.innerWidth"), json!(true), "the detail is wider than a phone");
+    std::fs::write(shots.join("lab-detail-phone.png"), b.screenshot()).unwrap();
+    b.resize(1366, 900);
+    b.js("document.querySelector('#lab-results').scrollIntoView(); return 1");
+    std::fs::write(shots.join("lab-results-desktop.png"), b.screenshot()).unwrap();
     // Cancel stops a sweep between cells.
     b.js("document.querySelector('#lab-run').click(); setTimeout(() => document.querySelector('#lab-cancel').click(), 0); return 1");
     b.wait_text("#lab-status", |s| s.contains("Cancelled after"));

@@ -564,13 +564,13 @@ fn Results(
                                         let cell = cells[r * cols + c].clone();
                                         let card = cards[c].clone();
                                         let is_sel = move || selected.get() == Some((r, c));
-                                        let (class, text) = cell_text(lang, cell.as_ref(), &card);
+                                        let (class, text, peaks) = cell_text(lang, cell.as_ref(), &card);
                                         // The outcome as data (tests compare it with `probe replay --sweep`).
                                         let at = cell.as_ref().and_then(|v| v["oom_at"].as_u64()).map(|a| a.to_string());
                                         let reserved = cell.as_ref().and_then(|v| v["peak_reserved"].as_u64()).map(|a| a.to_string());
                                         view! {
                                             <td class=class data-card=c data-at=at data-reserved=reserved>
-                                                <button type="button" class="cell" aria-pressed=move || is_sel().to_string() disabled=cell.is_none() on:click=move |_| selected.set(Some((r, c)))>{text}</button>
+                                                <button type="button" class="cell" aria-pressed=move || is_sel().to_string() disabled=cell.is_none() on:click=move |_| selected.set(Some((r, c)))>{text}<small>{peaks}</small></button>
                                             </td>
                                         }
                                     }).collect_view()}
@@ -607,10 +607,10 @@ fn Results(
 }
 
 /// A cell's class and text: survives with the spare memory, or where it runs out.
-fn cell_text(lang: Lang, cell: Option<&Value>, card: &Card) -> (&'static str, String) {
-    let Some(v) = cell else { return ("pending", "…".into()) };
+fn cell_text(lang: Lang, cell: Option<&Value>, card: &Card) -> (&'static str, String, String) {
+    let Some(v) = cell else { return ("pending", "…".into(), String::new()) };
     if let Some(e) = v["error"].as_str() {
-        return ("oom", e.to_string());
+        return ("oom", e.to_string(), String::new());
     }
     let peaks = fmt(lang, k::LAB_PEAKS, &[("reserved", &size(v["peak_reserved"].as_u64().unwrap_or(0), lang)), ("allocated", &size(v["peak_allocated"].as_u64().unwrap_or(0), lang))]);
     if v["oom"] == true {
@@ -618,12 +618,12 @@ fn cell_text(lang: Lang, cell: Option<&Value>, card: &Card) -> (&'static str, St
             Some(at) => fmt(lang, k::LAB_CELL_OOM, &[("event", &at.to_string())]),
             None => t(lang, k::LAB_CELL_OOM_INITIAL).to_string(),
         };
-        return ("oom", format!("{head} · {peaks}"));
+        return ("oom", head, peaks);
     }
     let spare = card.total.saturating_sub(card.taken).saturating_sub(v["peak_reserved"].as_u64().unwrap_or(0));
     let fallback = v["fallbacks"].as_array().is_some_and(|f| !f.is_empty());
     let head = fmt(lang, if fallback { k::LAB_CELL_FITS_FALLBACK } else { k::LAB_CELL_FITS }, &[("spare", &size(spare, lang))]);
-    (if fallback { "fits fallback" } else { "fits" }, format!("{head} · {peaks}"))
+    (if fallback { "fits fallback" } else { "fits" }, head, peaks)
 }
 
 #[component]
@@ -636,7 +636,7 @@ fn Detail(lang: Lang, d: Value, card: Card) -> impl IntoView {
     let events = d["events"].as_f64().unwrap_or(1.0).max(1.0);
     let limit = d["limit"].as_f64().unwrap_or(0.0);
     let top = points.iter().map(|p| p.2.max(p.1)).fold(limit, f64::max).max(1.0) * 1.05;
-    let (w, h) = (640.0, 240.0);
+    let (w, h) = (400.0, 200.0);
     let x = |e: f64| e / events * w;
     let y = |b: f64| h - b / top * h;
     let line = |f: &dyn Fn(&(f64, f64, f64)) -> f64| points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(f(p)))).collect::<Vec<_>>().join(" ");
@@ -708,7 +708,7 @@ fn Segments(lang: Lang, segments: Vec<Value>, reserved: u64) -> impl IntoView {
     segs.sort_by_key(|s| std::cmp::Reverse(s["size"].as_u64().unwrap_or(0)));
     let shown = segs.len().min(120);
     let largest = segs.first().and_then(|s| s["size"].as_f64()).unwrap_or(1.0).max(1.0);
-    let (w, row) = (640.0, 12.0);
+    let (w, row) = (400.0, 8.0);
     let h = shown as f64 * row;
     view! {
         <section id="lab-segments">
