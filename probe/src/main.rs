@@ -262,18 +262,25 @@ fn submit_all(bodies: &[(u32, String)], url: &str, yes: bool) -> u8 {
                     "probe: GPU #{index}: {} as submission {id} (status: {status}); follow it at {base}/{id}",
                     if new { "received" } else { "already received" }
                 );
+                println!(
+                    "probe: next: a maintainer reviews it (status becomes accepted or rejected); accepted reports are aggregated per GPU with other submitters' and shown in the GPU table at {}/en/gpus/, where a figure counts as evidence once enough independent submitters agree",
+                    submit::site_of(url)
+                );
             }
-            submit::Outcome::Rejected { http, code: c, message } => {
-                eprintln!("probe: GPU #{index}: the server rejected the report (HTTP {http} {c}): {message}");
-                code = report::EXIT_REJECTED;
-            }
+            submit::Outcome::Rejected { http, code: c, message } => match submit::server_too_old(http, &c) {
+                Some(why) => code = keep(&format!("not sent to {url}: {why}")),
+                None => {
+                    eprintln!("probe: GPU #{index}: the server rejected the report (HTTP {http} {c}): {}", submit::one_line(&message));
+                    code = report::EXIT_REJECTED;
+                }
+            },
             submit::Outcome::RateLimited { retry_after } => {
                 code = keep(&format!(
                     "the server asks to slow down (HTTP 429{})",
                     retry_after.map_or(String::new(), |s| format!(", retry after {s} s"))
                 ));
             }
-            submit::Outcome::Failed(e) => code = keep(&format!("could not send to {url}: {e}")),
+            submit::Outcome::Failed(e) => code = keep(&format!("could not send to {url}: {}", submit::one_line(&e))),
         }
     }
     code

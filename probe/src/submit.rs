@@ -99,6 +99,26 @@ pub fn post(url: &str, body: &str) -> Outcome {
     }
 }
 
+/// The site a submissions endpoint belongs to (`https://x/api/v1/submissions` -> `https://x`).
+pub fn site_of(endpoint: &str) -> &str {
+    endpoint.trim_end_matches('/').trim_end_matches(ENDPOINT).trim_end_matches('/')
+}
+
+/// Whether a rejection says the server is not (or not yet) one that takes this report, rather
+/// than that the report is wrong: then the report is kept for later.
+pub fn server_too_old(http: u16, code: &str) -> Option<String> {
+    match (http, code) {
+        (404 | 405, _) => Some(format!("it does not take submissions (HTTP {http}): not a Headroom server, or one older than this probe")),
+        (_, "unsupported_schema_version") => Some(format!("the server is older than this probe: it does not accept report schema {}", headroom_core::report::SCHEMA_VERSION)),
+        _ => None,
+    }
+}
+
+/// An error as one line.
+pub fn one_line(e: &str) -> String {
+    e.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Keeps a report that could not be sent, in the current directory (or the temp directory when
 /// that is not writable); returns where.
 pub fn save_unsent(body: &str, index: u32) -> Result<PathBuf, String> {
@@ -132,6 +152,16 @@ pub fn shell_quoted(p: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_site_of_an_endpoint_and_which_rejections_keep_the_report() {
+        assert_eq!(site_of("https://headroom.example/api/v1/submissions"), "https://headroom.example");
+        assert_eq!(site_of("http://127.0.0.1:8080/api/v1/submissions/"), "http://127.0.0.1:8080");
+        assert!(server_too_old(404, "").unwrap().contains("HTTP 404"));
+        assert!(server_too_old(422, "unsupported_schema_version").unwrap().contains("older than this probe"));
+        assert_eq!(server_too_old(422, "invalid_report"), None);
+        assert_eq!(one_line("a\n  b\tc"), "a b c");
+    }
 
     #[test]
     fn saved_paths_are_quoted_for_the_shell_when_needed() {

@@ -1048,6 +1048,7 @@ source = { kind = "source-code", title = "probe/src/sim.rs", url = "https://exam
             .unwrap_or_else(|| panic!("no submission id in {out}"))
             .to_string();
         assert!(out.contains("received as submission"), "{out}");
+        assert!(out.contains("probe: next: a maintainer reviews it") && out.contains(&format!("GPU table at {}/en/gpus/", server.url)), "{out}");
         ids.push(id);
         if who == 0 {
             // The same report sent again (`probe send` of the saved copy): the same id, stored once.

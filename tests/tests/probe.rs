@@ -229,3 +229,58 @@ fn replay_sweep_prints_a_matrix_and_the_first_configuration_that_fits() {
     assert_eq!(rc, Some(2));
     assert!(stderr.contains("leaves nothing"), "{stderr}");
 }
+
+/// A server on 127.0.0.1 that answers every request with `status` and `body` (an older or a
+/// foreign server, as the probe meets them), for as long as the test runs.
+fn canned_server(status: &'static str, body: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut buf = [0u8; 65536];
+            let mut got = Vec::new();
+            // The request: headers, then Content-Length bytes.
+            while let Ok(n) = conn.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len = text.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0))).unwrap_or(0);
+                    if got.len() >= end + 4 + len {
+                        break;
+                    }
+                }
+            }
+            let _ = write!(conn, "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    url
+}
+
+/// A server that does not take submissions (404) or is older than the probe (it refuses the
+/// report's schema version): one line says which, and the report is kept to resend.
+#[test]
+fn an_old_or_foreign_server_keeps_the_report_for_later() {
+    for (status, body, says) in [
+        ("404 Not Found", "<html>nothing here</html>", "it does not take submissions (HTTP 404): not a Headroom server, or one older than this probe"),
+        ("422 Unprocessable Entity", r#"{"error": "unsupported_schema_version", "message": "$.schema_version: 1 is not supported (this server accepts 0)"}"#, "the server is older than this probe"),
+    ] {
+        let dir = TempDir::new("probe-old-server");
+        let url = canned_server(status, body);
+        let (rc, _, stderr) = probe_in(dir.path(), &["--simulate", "gpu", "--json", "--submit", &url, "--yes"]);
+        assert_eq!(rc, Some(12), "{stderr}");
+        let line = stderr.lines().find(|l| l.contains("not sent to")).unwrap_or_else(|| panic!("{stderr}"));
+        assert!(line.contains(says) && line.contains("the report is saved in") && line.contains("probe send "), "{line}");
+        let saved = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "json")).count();
+        assert_eq!(saved, 1);
+    }
+    // A report the server finds wrong is not kept (sending it again would not help).
+    let dir = TempDir::new("probe-rejected");
+    let url = canned_server("422 Unprocessable Entity", r#"{"error": "implausible_value", "message": "$.memory.usable_bytes:\n above the total"}"#);
+    let (rc, _, stderr) = probe_in(dir.path(), &["--simulate", "gpu", "--json", "--submit", &url, "--yes"]);
+    assert_eq!(rc, Some(11), "{stderr}");
+    assert!(stderr.contains("the server rejected the report (HTTP 422 implausible_value): $.memory.usable_bytes: above the total"), "{stderr}");
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Why the probe's pageable host->device figure differs from PyTorch's (issue 20, part 4).
+
+Times the same 256 MiB host->device and device->host copies, best of 10 after a warm-up,
+with CUDA events (as the probe and torch_side_by_side.py do), varying one thing at a time:
+  * how the copy is issued: cuMemcpyHtoD/DtoH (the driver call the probe makes, through ctypes)
+    or tensor.copy_ (PyTorch: cudaMemcpyAsync on the current stream, then a sync);
+  * the host buffer: PyTorch's CPU tensor; an anonymous mmap touched page by page (what Rust's
+    vec! of 256 MiB gets from malloc); the same with madvise(MADV_HUGEPAGE) before touching;
+    a buffer allocated but never touched;
+  * the CPU the process runs on (NUMA node of the GPU or not), when more than one node exists.
+Prints one JSON object: the machine's transparent-hugepage setting, each buffer's share of huge
+pages (/proc/self/smaps), and GB/s per case.
+
+    python3 dataset/measurements/probe/pageable_study.py > result.json
+"""
+import ctypes
+import ctypes.util
+import json
+import mmap
+import os
+
+import torch
+
+N = 256 << 20
+MADV_HUGEPAGE = 14
+libc = ctypes.CDLL(None, use_errno=True)
+cuda = ctypes.CDLL("libcuda.so.1")
+torch.cuda.init()
+dev = torch.empty(N, dtype=torch.uint8, device="cuda")
+torch.cuda.synchronize()
+
+
+def check(rc, what):
+    if rc != 0:
+        raise RuntimeError(f"{what}: CUDA error {rc}")
+
+
+def best(fn, reps=10):
+    fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t = float("inf")
+    for _ in range(reps):
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        t = min(t, s.elapsed_time(e))
+    return round(N / (t / 1e3) / 1e9, 2)
+
+
+def huge_share(addr):
+    """AnonHugePages / Rss of the mapping holding addr, from /proc/self/smaps."""
+    cur = None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                cur = lo <= addr < hi
+                rss = huge = 0
+            elif cur and head == "Rss:":
+                rss = int(line.split()[1])
+            elif cur and head == "AnonHugePages:":
+                huge = int(line.split()[1])
+                return round(huge / rss, 3) if rss else 0.0
+    return None
+
+
+def mapped(touch, hugepage):
+    m = mmap.mmap(-1, N, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    if hugepage:
+        libc.madvise(ctypes.c_void_p(addr), ctypes.c_size_t(N), MADV_HUGEPAGE)
+    if touch:
+        ctypes.memset(addr, 1, N)
+    return m, addr
+
+
+def cases():
+    out = {}
+    t = torch.ones(N, dtype=torch.uint8)
+    bufs = {"torch_tensor": (t, t.data_ptr())}
+    for name, touch, huge in [("mmap_touched", True, False), ("mmap_hugepage_touched", True, True), ("mmap_untouched", False, False)]:
+        bufs[name] = mapped(touch, huge)
+    d = ctypes.c_uint64(dev.data_ptr())
+    for name, (obj, addr) in bufs.items():
+        h = ctypes.c_void_p(addr)
+        r = {"huge_share_before": huge_share(addr)}
+        r["h2d_driver_gbs"] = best(lambda: check(cuda.cuMemcpyHtoD_v2(d, h, ctypes.c_size_t(N)), "cuMemcpyHtoD"))
+        r["d2h_driver_gbs"] = best(lambda: check(cuda.cuMemcpyDtoH_v2(h, d, ctypes.c_size_t(N)), "cuMemcpyDtoH"))
+        if isinstance(obj, torch.Tensor):
+            r["h2d_torch_gbs"] = best(lambda: dev.copy_(obj))
+            r["d2h_torch_gbs"] = best(lambda: obj.copy_(dev))
+        else:
+            view = torch.frombuffer(obj, dtype=torch.uint8)
+            r["h2d_torch_gbs"] = best(lambda: dev.copy_(view))
+            r["d2h_torch_gbs"] = best(lambda: view.copy_(dev))
+        r["huge_share_after"] = huge_share(addr)
+        out[name] = r
+    return out
+
+
+def main():
+    res = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "thp": open("/sys/kernel/mm/transparent_hugepage/enabled").read().strip(),
+        "cpus": len(os.sched_getaffinity(0)),
+        "numa_nodes": len([n for n in os.listdir("/sys/devices/system/node") if n.startswith("node")]),
+        "bytes": N,
+    }
+    res["cases"] = cases()
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
