@@ -3,8 +3,10 @@
 
 Times the same 256 MiB host->device and device->host copies, best of 10 after a warm-up,
 with CUDA events (as the probe and torch_side_by_side.py do), varying one thing at a time:
-  * how the copy is issued: cuMemcpyHtoD/DtoH (the driver call the probe makes, through ctypes)
-    or tensor.copy_ (PyTorch: cudaMemcpyAsync on the current stream, then a sync);
+  * how the copy is issued: cuMemcpyHtoD/DtoH (the synchronous driver call the probe made up to
+    2026-12-02, through ctypes), cuMemcpyHtoDAsync/DtoHAsync on the current stream then
+    cuStreamSynchronize (what the probe does now), or tensor.copy_ (PyTorch: cudaMemcpyAsync on the
+    current stream, then a sync);
   * the host buffer: PyTorch's CPU tensor; an anonymous mmap touched page by page (what Rust's
     vec! of 256 MiB gets from malloc); the same with madvise(MADV_HUGEPAGE) before touching;
     a buffer allocated but never touched;
@@ -90,6 +92,18 @@ def cases():
         r = {"huge_share_before": huge_share(addr)}
         r["h2d_driver_gbs"] = best(lambda: check(cuda.cuMemcpyHtoD_v2(d, h, ctypes.c_size_t(N)), "cuMemcpyHtoD"))
         r["d2h_driver_gbs"] = best(lambda: check(cuda.cuMemcpyDtoH_v2(h, d, ctypes.c_size_t(N)), "cuMemcpyDtoH"))
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+        def htod_async():
+            check(cuda.cuMemcpyHtoDAsync_v2(d, h, ctypes.c_size_t(N), stream), "cuMemcpyHtoDAsync")
+            check(cuda.cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+        def dtoh_async():
+            check(cuda.cuMemcpyDtoHAsync_v2(h, d, ctypes.c_size_t(N), stream), "cuMemcpyDtoHAsync")
+            check(cuda.cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+        r["h2d_driver_async_gbs"] = best(htod_async)
+        r["d2h_driver_async_gbs"] = best(dtoh_async)
         if isinstance(obj, torch.Tensor):
             r["h2d_torch_gbs"] = best(lambda: dev.copy_(obj))
             r["d2h_torch_gbs"] = best(lambda: obj.copy_(dev))
