@@ -200,7 +200,7 @@ fn Probe(lang: Lang) -> impl IntoView {
         <ul>
             <li>{t(lang, k::PROBE_M_IDENTITY)}</li>
             <li>{t(lang, k::PROBE_M_CAPACITY)}</li>
-            <li>{t(lang, k::PROBE_M_MORE)}</li>
+            <li>{t(lang, k::PROBE_M_MORE)}" "<a href=Route::Allocator.path(lang)>{t(lang, k::NAV_ALLOCATOR)}</a></li>
         </ul>
         <h2>{t(lang, k::PROBE_EXIT_CODES)}</h2>
         <p>{t(lang, k::PROBE_EXIT_TEXT)}</p>
