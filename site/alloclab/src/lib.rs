@@ -17,6 +17,8 @@ use wasm_bindgen::prelude::*;
 pub struct Lab {
     bytes: Vec<u8>,
     trace: Option<Trace>,
+    /// Set when the file does not fit in the browser's memory: `parse` says so.
+    too_large: Option<String>,
 }
 
 impl Default for Lab {
@@ -31,12 +33,19 @@ impl Lab {
     /// each time the buffer grows).
     #[wasm_bindgen(constructor)]
     pub fn new(len: f64) -> Lab {
-        Lab { bytes: Vec::with_capacity(len.max(0.0) as usize), trace: None }
+        let mut lab = Lab { bytes: Vec::new(), trace: None, too_large: None };
+        lab.reserve(len.max(0.0) as u64);
+        lab
     }
 
-    /// The next chunk of the file.
+    /// The next chunk of the file (ignored once the file is known not to fit).
     pub fn push(&mut self, chunk: &[u8]) {
-        self.bytes.extend_from_slice(chunk);
+        if self.too_large.is_none() {
+            self.reserve(self.bytes.len() as u64 + chunk.len() as u64);
+        }
+        if self.too_large.is_none() {
+            self.bytes.extend_from_slice(chunk);
+        }
     }
 
     /// Parses what was pushed. `recoverable`: one `--recoverable` value per line (a size or a
@@ -59,6 +68,19 @@ impl Lab {
     }
 }
 
+impl Lab {
+    /// Room for `len` bytes, or the reason there is none (a wasm module has at most 4 GiB, and
+    /// the browser may give it less): a clear error instead of an aborted worker.
+    fn reserve(&mut self, len: u64) {
+        let more = usize::try_from(len).ok().and_then(|l| l.checked_sub(self.bytes.len()));
+        let ok = more.is_some_and(|m| self.bytes.try_reserve_exact(m).is_ok());
+        if !ok {
+            self.bytes = Vec::new();
+            self.too_large = Some(format!("the file ({} MB) does not fit in the memory this browser gives the lab", len / 1_000_000));
+        }
+    }
+}
+
 /// `""` when PyTorch 2.11 accepts `conf`, else its error message.
 #[wasm_bindgen]
 pub fn check_conf(conf: &str) -> String {
@@ -67,6 +89,9 @@ pub fn check_conf(conf: &str) -> String {
 
 impl Lab {
     pub fn parse_value(&mut self, recoverable: &str) -> Value {
+        if let Some(e) = &self.too_large {
+            return json!({"error": e});
+        }
         let mut rules = Rules::default();
         for line in recoverable.lines().map(str::trim).filter(|l| !l.is_empty()) {
             if let Err(e) = rules.add(line) {
@@ -210,5 +235,9 @@ mod tests {
         assert_eq!(s["format"], "json", "{s}");
         assert!(l.parse_value("0.5.5GiB")["error"].as_str().unwrap().contains("--recoverable"));
         assert!(Lab::new(0.0).cell_value("", 1 << 30, 0)["error"] == "no trace");
+        // A file larger than the address space: a clear error, not an abort.
+        let mut huge = Lab::new(1e30);
+        huge.push(b"\x80\x04");
+        assert!(huge.parse_value("")["error"].as_str().unwrap().contains("does not fit in the memory"));
     }
 }

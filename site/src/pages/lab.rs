@@ -254,9 +254,10 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
         }
         let context = headroom_core::fit::process_context(&ds_run, None).map(|c| c.0).unwrap_or(0);
         for s in lang_sizes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match parse_size(s) {
-                Some(total) => cards.push(Card { label: s.to_string(), total, taken: context + other_bytes }),
-                None => {
+            // The same reading of sizes as `probe replay --sweep --sizes`.
+            match headroom_alloc::sweep::parse_size(s) {
+                Ok(total) => cards.push(Card { label: s.to_string(), total, taken: context + other_bytes }),
+                Err(_) => {
                     form_error.set(Some(fmt(lang, k::LAB_SIZE_INVALID, &[("size", s)])));
                     return;
                 }
@@ -491,22 +492,6 @@ fn progress_value(stage: &Stage) -> f64 {
 pub fn parse_gib(s: &str) -> Option<u64> {
     let v: f64 = s.trim().replace(',', ".").parse().ok()?;
     (v.is_finite() && v >= 0.0).then(|| (v * (1u64 << 30) as f64) as u64)
-}
-
-/// A card size as typed: `10GiB`, `10 GB` (GB of GPU memory are GiB), `12288MiB`, or a
-/// number of GiB.
-pub fn parse_size(s: &str) -> Option<u64> {
-    let t = s.trim().replace(',', ".");
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().ok()?;
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "g" | "gb" | "gib" => 1u64 << 30,
-        "m" | "mb" | "mib" => 1 << 20,
-        _ => return None,
-    };
-    let b = v * mult as f64;
-    (b.is_finite() && b >= (1u64 << 20) as f64).then_some(b as u64)
 }
 
 #[component]
@@ -813,14 +798,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_as_people_type_them() {
-        assert_eq!(parse_size("10GiB"), Some(10 << 30));
-        assert_eq!(parse_size("10 GB"), Some(10 << 30));
-        assert_eq!(parse_size("1,5"), Some(3 << 29));
-        assert_eq!(parse_size("12288MiB"), Some(12 << 30));
-        assert_eq!(parse_size("ten"), None);
-        assert_eq!(parse_size("10TB"), None);
-        assert_eq!(parse_size("0"), None);
+    fn other_programs_parse_as_people_type_them() {
         assert_eq!(parse_gib("0"), Some(0));
         assert_eq!(parse_gib("0,5"), Some(1 << 29));
         assert_eq!(parse_gib("-1"), None);
