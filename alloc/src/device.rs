@@ -112,6 +112,140 @@ impl Device {
     }
 }
 
+/// What the caching allocator asks of the device, in the order it asks: [`Device`] is the model
+/// of it; the probe's allocator check (`probe/src/alloc_check.rs`) implements it on the real
+/// driver, so that the same allocator code issues the same calls to both.
+pub trait Driver {
+    /// `totalGlobalMem`.
+    fn total(&self) -> u64;
+    /// `cudaMemGetInfo`'s free (for the out-of-memory message).
+    fn free_now(&self) -> u64;
+    /// `cudaMalloc(size)`: an address, or `None` for `cudaErrorMemoryAllocation`.
+    fn malloc(&mut self, size: u64) -> Option<u64>;
+    /// `cudaFree` of an address `malloc` returned, with the size it was asked for.
+    fn free(&mut self, addr: u64, size: u64);
+    /// `cuMemAddressReserve(size)`: virtual addresses only.
+    fn reserve(&mut self, size: u64) -> u64;
+    /// `cuMemAddressFree`.
+    fn unreserve(&mut self, addr: u64, size: u64);
+    /// `cuMemCreate` of `n` handles of `page` bytes each, mapped from `addr` on (all or nothing:
+    /// the allocator releases the ones it made when one fails).
+    fn map(&mut self, addr: u64, n: u64, page: u64) -> bool;
+    /// `cuMemUnmap` and `cuMemRelease` of the `n` handles mapped from `addr`.
+    fn unmap(&mut self, addr: u64, n: u64, page: u64);
+}
+
+impl Driver for Device {
+    fn total(&self) -> u64 {
+        self.total
+    }
+    fn free_now(&self) -> u64 {
+        Device::free_now(self)
+    }
+    fn malloc(&mut self, size: u64) -> Option<u64> {
+        Device::malloc(self, size)
+    }
+    fn free(&mut self, addr: u64, size: u64) {
+        Device::free(self, addr, size)
+    }
+    fn reserve(&mut self, size: u64) -> u64 {
+        Device::reserve(self, size)
+    }
+    fn unreserve(&mut self, _addr: u64, _size: u64) {}
+    fn map(&mut self, _addr: u64, n: u64, page: u64) -> bool {
+        self.create_handles(n, page)
+    }
+    fn unmap(&mut self, _addr: u64, n: u64, page: u64) {
+        self.release_handles(n, page)
+    }
+}
+
+/// One driver call as [`Recorder`] saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverOp {
+    pub kind: OpKind,
+    /// The address the call returned or was given; `None` for a refused `malloc` or `map`.
+    pub addr: Option<u64>,
+    /// Bytes asked for (`n x page` for map and unmap).
+    pub bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Malloc,
+    Free,
+    Reserve,
+    Unreserve,
+    Map,
+    Unmap,
+}
+
+impl OpKind {
+    /// The name of the call, as the CUDA runtime or driver API names it.
+    pub fn call(self) -> &'static str {
+        match self {
+            OpKind::Malloc => "cudaMalloc",
+            OpKind::Free => "cudaFree",
+            OpKind::Reserve => "cuMemAddressReserve",
+            OpKind::Unreserve => "cuMemAddressFree",
+            OpKind::Map => "cuMemCreate+cuMemMap",
+            OpKind::Unmap => "cuMemUnmap+cuMemRelease",
+        }
+    }
+}
+
+/// A [`Driver`] that passes every call on and keeps a log of them.
+#[derive(Clone, Debug)]
+pub struct Recorder<D> {
+    pub inner: D,
+    pub ops: Vec<DriverOp>,
+}
+
+impl<D: Driver> Recorder<D> {
+    pub fn new(inner: D) -> Self {
+        Recorder { inner, ops: Vec::new() }
+    }
+    fn push(&mut self, kind: OpKind, addr: Option<u64>, bytes: u64) {
+        self.ops.push(DriverOp { kind, addr, bytes });
+    }
+}
+
+impl<D: Driver> Driver for Recorder<D> {
+    fn total(&self) -> u64 {
+        self.inner.total()
+    }
+    fn free_now(&self) -> u64 {
+        self.inner.free_now()
+    }
+    fn malloc(&mut self, size: u64) -> Option<u64> {
+        let a = self.inner.malloc(size);
+        self.push(OpKind::Malloc, a, size);
+        a
+    }
+    fn free(&mut self, addr: u64, size: u64) {
+        self.inner.free(addr, size);
+        self.push(OpKind::Free, Some(addr), size);
+    }
+    fn reserve(&mut self, size: u64) -> u64 {
+        let a = self.inner.reserve(size);
+        self.push(OpKind::Reserve, Some(a), size);
+        a
+    }
+    fn unreserve(&mut self, addr: u64, size: u64) {
+        self.inner.unreserve(addr, size);
+        self.push(OpKind::Unreserve, Some(addr), size);
+    }
+    fn map(&mut self, addr: u64, n: u64, page: u64) -> bool {
+        let ok = self.inner.map(addr, n, page);
+        self.push(OpKind::Map, ok.then_some(addr), n * page);
+        ok
+    }
+    fn unmap(&mut self, addr: u64, n: u64, page: u64) {
+        self.inner.unmap(addr, n, page);
+        self.push(OpKind::Unmap, Some(addr), n * page);
+    }
+}
+
 /// The cudaMalloc address model (fitted to the H200 recordings and to `fidelity/va_probe.py`,
 /// which replays them through the driver and probes where further allocations land):
 ///

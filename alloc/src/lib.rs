@@ -18,6 +18,7 @@
 //! ```
 
 pub mod async_backend;
+pub mod check;
 pub mod config;
 pub mod detail;
 pub mod device;
@@ -30,7 +31,7 @@ pub mod stats;
 pub mod trace;
 
 use config::{AllocConf, Backend};
-use device::Device;
+use device::{Device, Driver, Recorder};
 use serde::Serialize;
 use stats::DeviceStats;
 use trace::{
@@ -146,12 +147,12 @@ fn replay_native(trace: &Trace, opts: &Options, device: Device) -> Outcome {
 /// The native replay, calling `watch(index, allocator)` after each event it replayed without
 /// failing (`index` into `trace.events`); the replay stops early when `watch` returns false.
 /// Returns the outcome so far and the allocator as it was left.
-pub(crate) fn run_native(
+pub(crate) fn run_native<D: Driver>(
     trace: &Trace,
     opts: &Options,
-    device: Device,
-    mut watch: impl FnMut(usize, &native::Native) -> bool,
-) -> (Outcome, native::Native) {
+    device: D,
+    mut watch: impl FnMut(usize, &native::Native<D>) -> bool,
+) -> (Outcome, native::Native<D>) {
     let mut a = native::Native::new(&opts.conf, device, opts.memory_fraction);
     let mut handles = vec![native::NIL; trace.num_ids as usize];
     let mut oom = None;
@@ -219,6 +220,27 @@ pub(crate) fn run_native(
         fallbacks,
     };
     (out, a)
+}
+
+/// The native replay on any [`Driver`] (the model's [`Device`], or the probe's real one), every
+/// driver call logged: the outcome, the allocator as it was left (its driver holds what it
+/// holds) and, for each logged call, the source position of the trace event that made it.
+/// `keep_going` is asked after every event, with the driver; false stops the replay there.
+pub fn replay_on<D: Driver>(
+    trace: &Trace,
+    opts: &Options,
+    driver: D,
+    mut keep_going: impl FnMut(&D) -> bool,
+) -> (Outcome, native::Native<Recorder<D>>, Vec<u64>) {
+    let mut at = Vec::new();
+    let (out, a) = run_native(trace, opts, Recorder::new(driver), |i, a| {
+        at.resize(a.device.ops.len(), trace.events[i].pos as u64);
+        keep_going(&a.device.inner)
+    });
+    // calls made by the event that failed
+    let last = out.oom_at.unwrap_or(trace.events.last().map_or(0, |e| e.pos as u64));
+    at.resize(a.device.ops.len(), last);
+    (out, a, at)
 }
 
 fn fallback(e: &trace::Event, site: &str, unrecorded_at_most: u64, reserved_after: u64) -> Fallback {

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::AllocConf;
-use crate::device::Device;
+use crate::device::{Device, Driver};
 use crate::freeset::FreeSet;
 use crate::stats::DeviceStats;
 
@@ -183,8 +183,9 @@ pub enum OomKind {
     },
 }
 
-/// One device's caching allocator.
-pub struct Native {
+/// One device's caching allocator, on the modelled device ([`Device`]) or on any other
+/// [`Driver`] (the probe's check runs it on the real one).
+pub struct Native<D: Driver = Device> {
     max_split_size: u64,
     max_non_split_rounding_size: u64,
     large_segment_size: u64,
@@ -214,7 +215,7 @@ pub struct Native {
     allowed_memory_maximum: Option<u64>,
     /// Blocks freed by `free_requested` and waiting for `free_completed`, in order.
     pending: Vec<u32>,
-    pub device: Device,
+    pub device: D,
     /// When `Some`, every driver operation is logged: (kind, address, bytes, allocations so
     /// far), kind 0 segment_alloc, 1 segment_free, 2 segment_map, 3 segment_unmap (the trace
     /// entries PyTorch records). For comparisons with recorded traces.
@@ -222,10 +223,10 @@ pub struct Native {
     allocs_done: u64,
 }
 
-impl Native {
+impl<D: Driver> Native<D> {
     /// A fresh allocator: `setMemoryFraction(per_process_memory_fraction)` at construction, then
     /// `fraction` (as `torch.cuda.set_per_process_memory_fraction`) if given.
-    pub fn new(conf: &AllocConf, device: Device, fraction: Option<f64>) -> Self {
+    pub fn new(conf: &AllocConf, device: D, fraction: Option<f64>) -> Self {
         let mut n = Native {
             max_split_size: conf.max_split_size,
             max_non_split_rounding_size: conf.max_non_split_rounding_size,
@@ -265,7 +266,7 @@ impl Native {
     pub fn set_memory_fraction(&mut self, fraction: f64) {
         self.allowed_memory_maximum = None;
         if fraction < 1.0 {
-            self.allowed_memory_maximum = Some((fraction * self.device.total as f64) as u64);
+            self.allowed_memory_maximum = Some((fraction * self.device.total() as f64) as u64);
         }
         let was_on = self.gc_on;
         self.gc_on = self.allowed_memory_maximum.is_some() && self.gc_threshold > 0.0;
@@ -515,7 +516,7 @@ impl Native {
             return Err(OomKind::Native {
                 alloc_size,
                 rounded: size,
-                device_total: self.device.total,
+                device_total: self.device.total(),
                 device_free: self.device.free_now(),
                 allowed: self.allowed_memory_maximum,
                 allocated_bytes: self.stats.allocated_bytes.all.current as u64,
@@ -721,7 +722,7 @@ impl Native {
         } else {
             self.large_segment_size
         };
-        let total = self.device.total;
+        let total = self.device.total();
         let max_handles = (total + total / 8).div_ceil(page);
         let va_size = page * max_handles;
         let base = self.device.reserve(va_size);
@@ -750,7 +751,7 @@ impl Native {
             return false;
         }
         let n = end - begin;
-        if !self.device.create_handles(n, page) {
+        if !self.device.map(base + begin * page, n, page) {
             return false;
         }
         let mapped = n * page;
@@ -822,8 +823,8 @@ impl Native {
             return;
         }
         let n = end - begin;
-        self.device.release_handles(n, page);
         let uptr = base + begin * page;
+        self.device.unmap(uptr, n, page);
         let usize_ = n * page;
         self.remove_from_blocks(block);
         let before = uptr - addr;
