@@ -96,7 +96,15 @@ impl Gpu {
         let out = (|| {
             let pinned = unsafe { result::malloc_host(bytes, 0) }.map_err(driver("cuMemAllocHost"))?;
             let pinned_slice = unsafe { std::slice::from_raw_parts_mut(pinned as *mut u8, bytes) };
-            let mut pageable = vec![1u8; bytes];
+            // Written before it is read, as PyTorch's pin_memory() fills its buffer.
+            pinned_slice.fill(1);
+            // Touched (every page written) and page-aligned. glibc's malloc puts a large block's
+            // data 16 bytes past a page boundary, where the driver's copies through its staging
+            // buffers measured slower on the H200 than from PyTorch's 64-byte-aligned tensors
+            // (dataset/measurements/probe/pageable_study.py, offset cases).
+            let mut raw = vec![1u8; bytes + PAGEABLE_ALIGN];
+            let off = raw.as_ptr().align_offset(PAGEABLE_ALIGN);
+            let pageable = &mut raw[off..off + bytes];
             let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(driver("cuEventCreate"))?;
             let stop = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(driver("cuEventCreate"))?;
             let stream = std::ptr::null_mut();
@@ -118,8 +126,16 @@ impl Gpu {
             let time = |f: &mut dyn FnMut() -> Result<(), result::DriverError>| time_n(1, f);
             let r = Bandwidth {
                 bytes: bytes as u64,
-                h2d_pinned_gbs: time(&mut || unsafe { result::memcpy_htod_sync(d_a, &pinned_slice[..]) })?,
-                d2h_pinned_gbs: time(&mut || unsafe { result::memcpy_dtoh_sync(&mut pinned_slice[..], d_a) })?,
+                // Every host copy as PyTorch's `copy_` issues it: stream-ordered, then a
+                // synchronize.
+                h2d_pinned_gbs: time(&mut || unsafe {
+                    result::memcpy_htod_async(d_a, &pinned_slice[..], stream)?;
+                    result::stream::synchronize(stream)
+                })?,
+                d2h_pinned_gbs: time(&mut || unsafe {
+                    result::memcpy_dtoh_async(&mut pinned_slice[..], d_a, stream)?;
+                    result::stream::synchronize(stream)
+                })?,
                 // Pageable copies as PyTorch issues them (`tensor.copy_`: cudaMemcpyAsync on the
                 // current stream, then a synchronize), which measured 2-8 % faster than the
                 // synchronous call on the same buffer (dataset/measurements/probe/pageable_study.py).
@@ -159,6 +175,9 @@ impl Drop for Gpu {
         let _ = unsafe { result::primary_ctx::release(self.dev) };
     }
 }
+
+/// Alignment of the pageable host buffer (a page).
+const PAGEABLE_ALIGN: usize = 4096;
 
 /// Device-to-device copies per timed interval.
 const D2D_COPIES: usize = 4;

@@ -1,6 +1,7 @@
 //! `probe`: measures the user's GPU memory through the CUDA driver API and, with consent, sends
 //! the report to Headroom's ingest API. Methods and exit codes: probe/README.md.
 
+mod alloc_check;
 mod cuda;
 mod identity;
 mod measure;
@@ -49,6 +50,9 @@ struct RunArgs {
     /// Send without asking (for scripts).
     #[arg(long)]
     yes: bool,
+    /// Run the allocator check in its short form (2 traces x 2 configurations instead of 7 x 3).
+    #[arg(long)]
+    quick: bool,
     /// Test double: measure simulated devices instead of the driver's (see src/sim.rs).
     #[arg(long, hide = true, value_name = "SPEC")]
     simulate: Option<String>,
@@ -70,6 +74,22 @@ enum Command {
     /// Replay an allocation trace through a model of PyTorch 2.11's CUDA caching allocator under
     /// any PYTORCH_CUDA_ALLOC_CONF and memory limit: peak reserved, where it runs out of memory.
     Replay(replay::ReplayArgs),
+    /// One case of the allocator check, in a fresh process (run by the probe itself).
+    #[command(name = "__alloc-case", hide = true)]
+    AllocCase {
+        #[arg(long)]
+        device: u32,
+        #[arg(long)]
+        trace: String,
+        #[arg(long)]
+        config: String,
+        /// With --simulate: the simulated card's other processes leave this many bytes free
+        /// (on a real card the parent's ballast does that).
+        #[arg(long, requires = "simulate")]
+        free: Option<u64>,
+        #[arg(long)]
+        simulate: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -77,6 +97,9 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Send { file, to, yes }) => ExitCode::from(send_file(&file, &to, yes)),
         Some(Command::Replay(args)) => ExitCode::from(replay::run(&args)),
+        Some(Command::AllocCase { device, trace, config, free, simulate }) => {
+            ExitCode::from(alloc_case(device, &trace, &config, free, simulate.as_deref()))
+        }
         None => ExitCode::from(measure_and_report(&cli.run)),
     }
 }
@@ -121,6 +144,110 @@ impl Backend {
     }
 }
 
+/// `probe __alloc-case`: one case of the allocator check on a fresh process's device; prints the
+/// case as one JSON line.
+fn alloc_case(index: u32, trace: &str, config: &str, free: Option<u64>, simulate: Option<&str>) -> u8 {
+    install_ctrl_c();
+    let result = match simulate {
+        Some(spec) => match sim::parse_specs(spec).map(|s| s.get(index as usize).cloned()) {
+            Ok(Some(spec)) => {
+                let others = spec.total.saturating_sub(free.unwrap_or(spec.total));
+                let spec = sim::SimSpec { other_used: spec.other_used.max(others), ..spec };
+                alloc_check::run_case(&mut sim::SimDevice::from_spec(&spec, index), trace, config)
+            }
+            Ok(None) => Err(format!("no simulated device #{index}")),
+            Err(e) => Err(e),
+        },
+        None => match cuda::Gpu::open(index) {
+            Ok(mut gpu) => alloc_check::run_case(&mut gpu, trace, config),
+            Err(e) => Err(e.to_string()),
+        },
+    };
+    match result {
+        Ok(case) => {
+            println!("{}", serde_json::to_string(&case).expect("JSON"));
+            0
+        }
+        Err(e) if e == measure::INTERRUPTED_MSG => report::EXIT_INTERRUPTED,
+        Err(e) => {
+            eprintln!("{e}");
+            report::EXIT_DRIVER_ERROR
+        }
+    }
+}
+
+/// The allocator check on device `index`: each case in a fresh process (`probe __alloc-case`),
+/// starting with the free memory `free_target` picks from what the card had free after the
+/// measurements. On a real card this process holds the ballast (a CUDA context of its own plus
+/// `cuMemAlloc`s) that leaves the case's process, once its own context is made (`context`
+/// bytes), about that much free.
+fn allocator_check(index: u32, free_now: u64, context: u64, quick: bool, simulate: Option<&str>, progress: &mut dyn FnMut(&str)) -> Result<report::AllocCheck, ProbeError> {
+    let started = std::time::Instant::now();
+    let Some(target) = alloc_check::free_target(free_now) else {
+        return Ok(alloc_check::skipped(
+            quick,
+            format!(
+                "skipped: {} MiB free, and the check needs {} MiB (its smallest case plus room for its own process)",
+                free_now >> 20,
+                (alloc_check::FREE_TARGETS[alloc_check::FREE_TARGETS.len() - 1] + alloc_check::MARGIN) >> 20
+            ),
+        ));
+    };
+    let exe = std::env::current_exe().map_err(|e| ProbeError::Driver { call: "allocator check", error: format!("cannot find the probe's own executable: {e}") })?;
+    let check_err = |error: String| ProbeError::Driver { call: "allocator check", error };
+    let mut gpu = match simulate {
+        Some(_) => None,
+        None => Some(cuda::Gpu::open(index)?),
+    };
+    let _ballast = match gpu.as_mut() {
+        Some(g) => {
+            let free = measure::Device::free_bytes(g).map_err(check_err)?;
+            let bytes = free.saturating_sub(target).saturating_sub(context);
+            Some(alloc_check::take_ballast(g, bytes).map_err(check_err)?)
+        }
+        None => None,
+    };
+    let all = alloc_check::cases(quick);
+    let mut cases = Vec::new();
+    for (i, (trace, config)) in all.iter().enumerate() {
+        if measure::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ProbeError::Driver { call: "allocator check", error: measure::INTERRUPTED_MSG.to_string() });
+        }
+        progress(&format!("the allocator check {}/{} ({trace}, {config})", i + 1, all.len()));
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["__alloc-case", "--device", &index.to_string(), "--trace", trace, "--config", config]);
+        if let Some(s) = simulate {
+            cmd.args(["--simulate", s, "--free", &target.to_string()]);
+        }
+        let out = cmd.output().map_err(|e| ProbeError::Driver { call: "allocator check", error: format!("cannot start {}: {e}", exe.display()) })?;
+        if out.status.code() == Some(i32::from(report::EXIT_INTERRUPTED)) {
+            return Err(ProbeError::Driver { call: "allocator check", error: measure::INTERRUPTED_MSG.to_string() });
+        }
+        let case: report::AllocCase = match serde_json::from_slice(&out.stdout) {
+            Ok(c) if out.status.success() => c,
+            _ => {
+                let why = String::from_utf8_lossy(&out.stderr);
+                return Err(ProbeError::Driver {
+                    call: "allocator check",
+                    error: format!("{trace} / {config}: {}", why.trim().lines().last().unwrap_or("the case process failed without a message")),
+                });
+            }
+        };
+        cases.push(case);
+    }
+    let secs = (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    Ok(alloc_check::summarize(alloc_check::model_name(), quick, target, secs, cases))
+}
+
+/// Ctrl-C: measurements stop at their next step and free what they hold; a second Ctrl-C exits.
+fn install_ctrl_c() {
+    let _ = ctrlc::set_handler(|| {
+        if measure::INTERRUPTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    });
+}
+
 /// What the driver model means for the measurements (Windows only).
 fn driver_model_note(model: &str) -> String {
     match model {
@@ -147,12 +274,7 @@ fn measure_and_report(args: &RunArgs) -> u8 {
             return report::EXIT_USAGE;
         }
     };
-    // Ctrl-C: measurements stop at their next step and free what they hold; a second Ctrl-C exits.
-    let _ = ctrlc::set_handler(|| {
-        if measure::INTERRUPTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-    });
+    install_ctrl_c();
     let indices: Vec<u32> = if args.all {
         match backend.count() {
             Ok(n) => (0..n).collect(),
@@ -177,7 +299,14 @@ fn measure_and_report(args: &RunArgs) -> u8 {
         if !quiet && let Some(model) = backend.driver_model(index) {
             eprintln!("probe: GPU #{index}: {}", driver_model_note(model));
         }
-        match backend.measure(index, &install_id, &mut progress) {
+        let measured = backend.measure(index, &install_id, &mut progress).and_then(|mut r| {
+            let check = allocator_check(index, r.memory.free_bytes_after, r.memory.context_bytes, args.quick, args.simulate.as_deref(), &mut progress)?;
+            // the check's time counts in the run's
+            r.run_seconds = ((r.run_seconds + check.seconds) * 1000.0).round() / 1000.0;
+            r.allocator_check = Some(check);
+            Ok(r)
+        });
+        match measured {
             Ok(r) => reports.push(r),
             Err(e) if e.is_interrupt() => {
                 eprintln!("probe: interrupted; every allocation it made has been freed");

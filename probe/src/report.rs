@@ -21,7 +21,7 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// The report document and its parts are headroom-core's (`headroom_core::report`): the probe
 /// writes exactly the types the ingest service reads.
-pub use headroom_core::report::{Bandwidth, Device as ReportDevice, Memory, Pools, Report, Vmm, SCHEMA_VERSION};
+pub use headroom_core::report::{AllocCase, AllocCheck, Bandwidth, Device as ReportDevice, Memory, Pools, Report, Vmm, SCHEMA_VERSION};
 
 /// Why the probe could not measure; each has its own exit code (probe/README.md).
 #[derive(Debug)]
@@ -149,8 +149,29 @@ pub fn table(report: &Report) -> String {
                 ),
             ),
             ("Memory left behind".into(), gib(m.free_bytes_with_context.saturating_sub(m.free_bytes_after))),
-            ("Run time".into(), format!("{:.1} s", report.run_seconds)),
         ]);
+        if let Some(c) = &report.allocator_check {
+            let label = if c.quick { "Allocator check (quick)" } else { "Allocator check" };
+            rows.push((label.into(), format!("{}: {}", c.verdict, c.note)));
+            if !c.cases.is_empty() {
+                let oom = c.cases.iter().filter(|x| x.model.oom_at == x.device.oom_at).count();
+                let kept: Vec<u64> = c.cases.iter().map(|x| x.kept_back_bytes).collect();
+                let (lo, hi) = (kept.iter().min().copied().unwrap_or(0), kept.iter().max().copied().unwrap_or(0));
+                rows.push((
+                    "  cases".into(),
+                    format!(
+                        "{} cases from {} free: out of memory at the predicted event in {oom}; the driver kept back {}-{} MiB (model {} MiB); {:.1} s",
+                        c.cases.len(),
+                        gib(c.free_target_bytes),
+                        lo >> 20,
+                        hi >> 20,
+                        c.cases[0].model_kept_back_bytes >> 20,
+                        c.seconds
+                    ),
+                ));
+            }
+        }
+        rows.push(("Run time".into(), format!("{:.1} s", report.run_seconds)));
         let width = rows.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
         rows.iter().map(|(k, v)| format!("{k:<width$}  {v}\n")).collect()
     }

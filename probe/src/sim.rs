@@ -57,9 +57,12 @@ pub struct SimDevice {
     /// Blocks the stream-ordered pool keeps after a free: (ptr, len).
     pool: Vec<(u64, u64)>,
     pool_threshold: u64,
-    /// Physical VMM allocations: handle → (ptr, len); virtual ranges: va → (len, mapped handle).
+    /// Physical VMM allocations: handle → (ptr, len); reserved virtual ranges: va → len;
+    /// mappings inside them, as the driver allows (any whole number of handles, anywhere in a
+    /// reserved range): va → (len, handle).
     handles: BTreeMap<u64, (u64, u64)>,
-    ranges: BTreeMap<u64, (u64, Option<u64>)>,
+    ranges: BTreeMap<u64, u64>,
+    maps: BTreeMap<u64, (u64, u64)>,
     next_va: u64,
     clock: Cell<u64>,
     pub alloc_calls: usize,
@@ -88,6 +91,7 @@ impl SimDevice {
             pool_threshold: 0,
             handles: BTreeMap::new(),
             ranges: BTreeMap::new(),
+            maps: BTreeMap::new(),
             next_va: 1 << 47,
             clock: Cell::new(0),
             alloc_calls: 0,
@@ -226,50 +230,61 @@ impl Device for SimDevice {
         }))
     }
     fn vmm_release(&mut self, handle: u64) -> Result<(), String> {
-        let (ptr, _) = self.handles.remove(&handle).ok_or("cuMemRelease of an unknown handle")?;
-        if self.ranges.values().any(|(_, m)| *m == Some(handle)) {
+        if self.maps.values().any(|&(_, h)| h == handle) {
             return Err("cuMemRelease of a mapped handle".into());
         }
+        let (ptr, _) = self.handles.remove(&handle).ok_or("cuMemRelease of an unknown handle")?;
         self.give(ptr)
     }
     fn vmm_reserve(&mut self, bytes: u64) -> Result<u64, String> {
         let va = self.next_va;
         self.next_va += bytes;
-        self.ranges.insert(va, (bytes, None));
+        self.ranges.insert(va, bytes);
         Ok(va)
     }
     fn vmm_free_range(&mut self, va: u64, bytes: u64) -> Result<(), String> {
-        match self.ranges.remove(&va) {
-            Some((len, None)) if len == bytes => Ok(()),
-            Some((_, Some(_))) => Err("cuMemAddressFree of a mapped range".into()),
-            _ => Err("cuMemAddressFree of an unknown range".into()),
+        if self.ranges.get(&va) != Some(&bytes) {
+            return Err("cuMemAddressFree of an unknown range".into());
         }
+        if self.maps.range(va..va + bytes).next().is_some() {
+            return Err("cuMemAddressFree of a mapped range".into());
+        }
+        self.ranges.remove(&va);
+        Ok(())
     }
     fn vmm_map(&mut self, va: u64, bytes: u64, handle: u64) -> Result<(), String> {
-        if !self.handles.contains_key(&handle) {
-            return Err("cuMemMap of an unknown handle".into());
+        match self.handles.get(&handle) {
+            Some(&(_, len)) if len == bytes => {}
+            Some(_) => return Err("cuMemMap of a size other than the handle's".into()),
+            None => return Err("cuMemMap of an unknown handle".into()),
         }
-        match self.ranges.get_mut(&va) {
-            Some((len, m @ None)) if *len == bytes => {
-                *m = Some(handle);
-                Ok(())
-            }
-            _ => Err("cuMemMap onto an unknown or mapped range".into()),
+        let inside = self.ranges.range(..=va).next_back().is_some_and(|(&s, &l)| va + bytes <= s + l);
+        let overlaps = self.maps.range(..va + bytes).next_back().is_some_and(|(&s, &(l, _))| s + l > va);
+        if !inside || overlaps {
+            return Err("cuMemMap onto an unreserved or mapped range".into());
         }
+        self.maps.insert(va, (bytes, handle));
+        Ok(())
     }
-    fn vmm_access(&mut self, va: u64, _bytes: u64) -> Result<(), String> {
-        match self.ranges.get(&va) {
-            Some((_, Some(_))) => Ok(()),
-            _ => Err("cuMemSetAccess on an unmapped range".into()),
-        }
-    }
-    fn vmm_unmap(&mut self, va: u64, _bytes: u64) -> Result<(), String> {
-        match self.ranges.get_mut(&va) {
-            Some((_, m @ Some(_))) => {
-                *m = None;
-                Ok(())
+    fn vmm_access(&mut self, va: u64, bytes: u64) -> Result<(), String> {
+        // every byte of the range mapped
+        let mut at = va;
+        for (&s, &(l, _)) in self.maps.range(va..va + bytes) {
+            if s != at {
+                break;
             }
-            _ => Err("cuMemUnmap of an unmapped range".into()),
+            at = s + l;
         }
+        if at >= va + bytes { Ok(()) } else { Err("cuMemSetAccess on an unmapped range".into()) }
+    }
+    fn vmm_unmap(&mut self, va: u64, bytes: u64) -> Result<(), String> {
+        let inside: Vec<u64> = self.maps.range(va..va + bytes).map(|(&s, _)| s).collect();
+        if inside.is_empty() || inside.iter().any(|s| s + self.maps[s].0 > va + bytes) {
+            return Err("cuMemUnmap of an unmapped range".into());
+        }
+        for s in inside {
+            self.maps.remove(&s);
+        }
+        Ok(())
     }
 }

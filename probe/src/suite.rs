@@ -72,6 +72,8 @@ pub fn run<D: Device>(dev: &mut D, index: u32, install_id: &str, progress: &mut 
         vmm: Vmm { granularity_bytes: granularity, recommended_granularity_bytes: recommended, map },
         bandwidth,
         fragmentation,
+        // filled in by the shell, which runs each case in a process of its own (alloc_check.rs)
+        allocator_check: None,
     })
 }
 

@@ -48,7 +48,7 @@ fn the_json_report_of_a_simulated_card_has_every_section() {
     let (rc, stdout, stderr) = probe(&["--simulate", "gpu=12", "--json"]);
     assert_eq!(rc, Some(0), "{stderr}");
     let v: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["memory"]["total_bytes"], 12u64 << 30);
     assert_eq!(v["memory"]["usable_bytes"], 12u64 << 30);
     assert_eq!(v["memory"]["free_bytes_after"], v["memory"]["free_bytes_with_context"], "nothing left behind");
@@ -58,6 +58,50 @@ fn the_json_report_of_a_simulated_card_has_every_section() {
     let id = v["device"]["install_id"].as_str().unwrap();
     assert_eq!(id.len(), 32);
     assert!(!stdout.contains("GPU-"), "no raw UUID");
+}
+
+#[test]
+fn the_allocator_check_runs_each_case_in_its_own_process_and_says_what_it_found() {
+    let (rc, stdout, stderr) = probe(&["--simulate", "gpu=12", "--json"]);
+    assert_eq!(rc, Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let c = &v["allocator_check"];
+    let cases = c["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 21, "7 traces x 3 configurations");
+    assert_eq!(c["quick"], false);
+    assert_eq!(c["free_target_bytes"], 4u64 << 30);
+    for x in cases {
+        // the ballast left the target free (the simulated device has no context of its own)
+        assert_eq!(x["free_at_start_bytes"], 4u64 << 30, "{x}");
+        assert!(x["model"]["calls"].as_u64().unwrap() > 0 && x["device"]["calls"].as_u64().unwrap() > 0, "{x}");
+        assert_eq!(x["model_kept_back_bytes"], 2u64 << 20, "{x}");
+    }
+    // The model, given 4 GiB free, runs out where PyTorch ran out on the H200 with 4 GiB free
+    // (dataset/measurements/allocator/h200-2.11.jsonl: churn default at event 20380, model
+    // expandable at 3366).
+    let case = |t: &str, cfg: &str| cases.iter().find(|x| x["trace"] == t && x["config"] == cfg).unwrap().clone();
+    assert_eq!(case("churn", "default")["model"]["oom_at"], 20380);
+    assert_eq!(case("model", "expandable")["model"]["oom_at"], 3366);
+    assert_eq!(case("grow-holdout", "expandable")["fitted"], false);
+    // The simulated device places allocations first-fit from address 0, not as the driver does:
+    // the check must notice and say where.
+    assert_eq!(c["verdict"], "diverged");
+    let note = c["note"].as_str().unwrap();
+    assert!(note.starts_with("the allocator model diverged in ") && note.contains("first at event"), "{note}");
+    // --quick: two traces, two configurations, and the table says so
+    let (rc, stdout, stderr) = probe(&["--simulate", "gpu=12", "--quick"]);
+    assert_eq!(rc, Some(0), "{stderr}");
+    assert!(stderr.contains("measuring the allocator check 4/4 (model, expandable)"), "{stderr}");
+    let row = stdout.lines().find(|l| l.starts_with("Allocator check (quick) ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.trim_end().ends_with(")") && row.contains(" diverged: the allocator model diverged in ") && row.contains(" of 4 cases; "), "{row}");
+    assert!(stdout.contains("4 cases from 4.00 GiB free: out of memory at the predicted event in "), "{stdout}");
+    // A card with too little free memory skips the check and says why; the report still validates.
+    let (rc, stdout, stderr) = probe(&["--simulate", "gpu=2", "--json"]);
+    assert_eq!(rc, Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["allocator_check"]["verdict"], "skipped");
+    assert!(v["allocator_check"]["note"].as_str().unwrap().contains("the check needs 3072 MiB"), "{stdout}");
+    assert_eq!(v["allocator_check"]["cases"].as_array().unwrap().len(), 0);
 }
 
 #[test]
@@ -94,7 +138,7 @@ fn submit_never_sends_without_consent() {
     let (rc, _, stderr) = probe(&["--simulate", "gpu", "--json", "--submit", "http://127.0.0.1:9/"]);
     assert_eq!(rc, Some(2), "{stderr}");
     assert!(stderr.contains("this is exactly what will be sent to http://127.0.0.1:9/api/v1/submissions"), "{stderr}");
-    assert!(stderr.contains("\"schema_version\": 1"), "the document itself is shown: {stderr}");
+    assert!(stderr.contains("\"schema_version\": 2"), "the document itself is shown: {stderr}");
     assert!(stderr.contains("pass --yes"), "{stderr}");
 }
 
@@ -112,7 +156,7 @@ fn a_report_that_cannot_be_sent_is_kept_and_can_be_resent() {
     assert!(stderr.contains(&format!("the report is saved in {file}")), "{stderr}");
     assert!(stderr.contains(&format!("probe send {file} --to {url}/api/v1/submissions")), "{stderr}");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["schema_version"], 2);
     // Resending to the same dead address keeps it again; a file that is not a report is refused.
     let (rc, _, stderr) = probe_in(dir.path(), &["send", &file, "--to", &url, "--yes"]);
     assert_eq!(rc, Some(12), "{stderr}");

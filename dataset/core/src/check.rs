@@ -68,6 +68,7 @@ pub fn unit_scale(unit: &str) -> Option<(&'static str, f64)> {
         "ms" => ("time", 1e3),
         "s" => ("time", 1e6),
         "min" => ("time", 6e7),
+        "%" => ("share", 1.0),
         _ => return None,
     })
 }

@@ -14,11 +14,18 @@ use serde_json::Value;
 
 use crate::{Aggregate, Gpu};
 
-/// The JSON Schema of the report (schema version 1).
+/// The JSON Schema of the report (schema versions 1 and 2).
 pub const REPORT_SCHEMA: &str = include_str!("../../../probe/report.schema.json");
 
-/// The only report schema version this build accepts.
-pub const SCHEMA_VERSION: u64 = 1;
+/// The report schema version the probe writes: 2 adds `allocator_check`, which version 1
+/// reports do not have. The server accepts both (`ACCEPTED_SCHEMA_VERSIONS`).
+pub const SCHEMA_VERSION: u64 = 2;
+
+/// The versions this build reads: reports written by older probes still validate and ingest.
+pub const ACCEPTED_SCHEMA_VERSIONS: [u64; 2] = [1, 2];
+
+/// The verdicts of the allocator check.
+pub const ALLOC_CHECK_VERDICTS: [&str; 3] = ["exact", "diverged", "skipped"];
 
 /// Largest request body the API reads (larger ones get 413).
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -191,6 +198,76 @@ pub struct Report {
     pub vmm: Vmm,
     pub bandwidth: Bandwidth,
     pub fragmentation: Fragmentation,
+    /// Schema 2: headroom-alloc's allocator driven against the real driver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator_check: Option<AllocCheck>,
+}
+
+/// The allocator check (schema 2): standard traces replayed by headroom-alloc's model of
+/// PyTorch's caching allocator twice, on the modelled device and on the real driver (the same
+/// allocator code issuing the same calls), each case starting with `free_target_bytes` free.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AllocCheck {
+    /// What was checked, e.g. `PyTorch 2.11 CUDACachingAllocator (headroom-alloc 0.1.0)`.
+    pub model: String,
+    pub quick: bool,
+    pub free_target_bytes: u64,
+    pub seconds: f64,
+    /// `exact`, `diverged` or `skipped` ([`ALLOC_CHECK_VERDICTS`]).
+    pub verdict: String,
+    /// One line: where it diverged first, or why it was skipped.
+    pub note: String,
+    pub cases: Vec<AllocCase>,
+}
+
+/// One trace under one configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AllocCase {
+    pub trace: String,
+    /// The trace was one the model was fitted to (`false`: a hold-out trace).
+    pub fitted: bool,
+    pub config: String,
+    /// The `PYTORCH_CUDA_ALLOC_CONF` string.
+    pub conf: String,
+    pub events: u64,
+    /// Free memory (cuMemGetInfo) when the replay started, after the ballast.
+    pub free_at_start_bytes: u64,
+    pub model: AllocRun,
+    pub device: AllocRun,
+    /// Driver calls that differ between the two runs (what was called, bytes, placed or refused).
+    pub divergent_calls: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_divergence: Option<CallDivergence>,
+    /// Addresses the driver chose in calls that are alike, and how many are not where the
+    /// model put them (relative to the first of their kind).
+    pub placements: u64,
+    pub moved_placements: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_moved: Option<CallDivergence>,
+    /// Free memory the driver would not hand out in one cuMemAlloc once the replay ended (free
+    /// minus the largest allocation, to 2 MiB), and what the model keeps back.
+    pub kept_back_bytes: u64,
+    pub model_kept_back_bytes: u64,
+    /// Same calls, same out-of-memory event, same peak of reserved bytes.
+    pub exact: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AllocRun {
+    /// The trace event that ran out of memory; absent: none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_at: Option<u64>,
+    pub peak_reserved_bytes: u64,
+    pub calls: u64,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallDivergence {
+    pub call: u64,
+    pub event: u64,
+    pub model: String,
+    pub device: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -455,10 +532,11 @@ pub fn check_value(v: &Value, gpus: &[Gpu]) -> Result<Checked, Rejection> {
     }
     match v.get("schema_version") {
         None => return Err(Rejection::SchemaVersion("$.schema_version: missing".to_string())),
-        Some(x) if x.as_u64() != Some(SCHEMA_VERSION) => {
+        Some(x) if !x.as_u64().is_some_and(|n| ACCEPTED_SCHEMA_VERSIONS.contains(&n)) => {
             let shown = quote(&x.to_string());
+            let accepted = ACCEPTED_SCHEMA_VERSIONS.map(|n| n.to_string()).join(", ");
             return Err(Rejection::SchemaVersion(format!(
-                "$.schema_version: {shown} is not supported (this server accepts {SCHEMA_VERSION})"
+                "$.schema_version: {shown} is not supported (this server accepts {accepted})"
             )));
         }
         Some(_) => {}
@@ -963,7 +1041,66 @@ pub fn plausibility(r: &Report, gpu: Option<&Gpu>) -> Vec<String> {
     if f.largest_bytes > f.free_bytes {
         out.push("$.fragmentation.largest_bytes: the largest free piece is above the free total".to_string());
     }
+
+    // The allocator check: schema 2 has it, schema 1 cannot.
+    match (&r.allocator_check, r.schema_version) {
+        (None, 2) => out.push("$.allocator_check: missing (schema version 2 reports carry it)".to_string()),
+        (Some(_), 1) => out.push("$.allocator_check: not part of schema version 1".to_string()),
+        _ => {}
+    }
+    if let Some(c) = &r.allocator_check {
+        out.extend(alloc_check_problems(c, total));
+    }
     out.truncate(MAX_PROBLEMS);
+    out
+}
+
+/// What cannot be true of an allocator check: an unknown verdict, a verdict its cases
+/// contradict, a case whose free memory exceeds the card or whose `exact` flag disagrees with
+/// its own figures.
+fn alloc_check_problems(c: &AllocCheck, total: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    if !ALLOC_CHECK_VERDICTS.contains(&c.verdict.as_str()) {
+        out.push(format!("$.allocator_check.verdict: `{}` is not one of {}", quote(&c.verdict), ALLOC_CHECK_VERDICTS.join(", ")));
+    }
+    let all_exact = c.cases.iter().all(|x| x.exact);
+    let expected = if c.cases.is_empty() { "skipped" } else if all_exact { "exact" } else { "diverged" };
+    if ALLOC_CHECK_VERDICTS.contains(&c.verdict.as_str()) && c.verdict != expected {
+        out.push(format!("$.allocator_check.verdict: `{}` but its cases say `{expected}`", c.verdict));
+    }
+    if c.free_target_bytes > total {
+        out.push("$.allocator_check.free_target_bytes: above total_bytes".to_string());
+    }
+    for (i, x) in c.cases.iter().enumerate() {
+        let at = format!("$.allocator_check.cases[{i}]");
+        if x.free_at_start_bytes > total {
+            out.push(format!("{at}.free_at_start_bytes: above total_bytes"));
+        }
+        for (side, run) in [("model", &x.model), ("device", &x.device)] {
+            if run.peak_reserved_bytes > x.free_at_start_bytes {
+                out.push(format!("{at}.{side}.peak_reserved_bytes: above the free memory the case started with"));
+            }
+            if run.oom_at.is_some_and(|e| e >= x.events) {
+                out.push(format!("{at}.{side}.oom_at: past the trace's last event"));
+            }
+        }
+        let agrees = x.divergent_calls == 0
+            && x.model.calls == x.device.calls
+            && x.model.oom_at == x.device.oom_at
+            && x.model.peak_reserved_bytes == x.device.peak_reserved_bytes;
+        if x.exact != agrees {
+            out.push(format!("{at}.exact: {} but its figures say {agrees}", x.exact));
+        }
+        if (x.divergent_calls > 0) != x.first_divergence.is_some() {
+            out.push(format!("{at}.first_divergence: present exactly when divergent_calls is above 0"));
+        }
+        if (x.moved_placements > 0) != x.first_moved.is_some() {
+            out.push(format!("{at}.first_moved: present exactly when moved_placements is above 0"));
+        }
+        if x.moved_placements > x.placements || x.placements > x.model.calls {
+            out.push(format!("{at}.moved_placements: more than the placements, or placements more than the calls"));
+        }
+    }
     out
 }
 
@@ -978,62 +1115,103 @@ pub struct MeasurementKind {
     pub unit: &'static str,
     pub what: &'static str,
     pub get: fn(&Report) -> Option<f64>,
+    /// Aggregated per driver branch too: one aggregate per `device.driver_cuda_version`, named
+    /// `<id>@cuda<version>` (what the driver does differs between branches).
+    pub by_driver: bool,
+}
+
+/// The allocator check's cases, when it ran.
+fn alloc_cases(r: &Report) -> Option<&[AllocCase]> {
+    r.allocator_check.as_ref().map(|c| c.cases.as_slice()).filter(|c| !c.is_empty())
 }
 
 const MIB2: u64 = 2 << 20;
 
 /// The figures `dataset aggregate` computes per GPU.
 pub const MEASUREMENTS: &[MeasurementKind] = &[
-    MeasurementKind { id: "total_bytes", unit: "B", what: "total memory (cuDeviceTotalMem)", get: |r| Some(r.memory.total_bytes as f64) },
+    MeasurementKind { id: "total_bytes", unit: "B", what: "total memory (cuDeviceTotalMem)", get: |r| Some(r.memory.total_bytes as f64), by_driver: false },
     MeasurementKind {
         id: "usable_bytes",
         unit: "B",
         what: "memory one process can allocate at once",
         get: |r| Some(r.memory.usable_bytes as f64),
+        by_driver: false,
     },
     MeasurementKind {
         id: "context_bytes",
         unit: "B",
         what: "drop in free memory when a CUDA context is created",
         get: |r| Some(r.memory.context_bytes as f64),
+        by_driver: false,
     },
     MeasurementKind {
         id: "largest_allocation_bytes",
         unit: "B",
         what: "largest single cuMemAlloc",
         get: |r| Some(r.memory.largest_allocation_bytes as f64),
+        by_driver: false,
     },
-    MeasurementKind { id: "h2d_pinned_gbs", unit: "GB/s", what: "host→device copy, pinned", get: |r| Some(r.bandwidth.h2d_pinned_gbs) },
-    MeasurementKind { id: "d2h_pinned_gbs", unit: "GB/s", what: "device→host copy, pinned", get: |r| Some(r.bandwidth.d2h_pinned_gbs) },
+    MeasurementKind { id: "h2d_pinned_gbs", unit: "GB/s", what: "host→device copy, pinned", get: |r| Some(r.bandwidth.h2d_pinned_gbs), by_driver: false },
+    MeasurementKind { id: "d2h_pinned_gbs", unit: "GB/s", what: "device→host copy, pinned", get: |r| Some(r.bandwidth.d2h_pinned_gbs), by_driver: false },
     MeasurementKind {
         id: "h2d_pageable_gbs",
         unit: "GB/s",
         what: "host→device copy, pageable",
         get: |r| Some(r.bandwidth.h2d_pageable_gbs),
+        by_driver: false,
     },
     MeasurementKind {
         id: "d2h_pageable_gbs",
         unit: "GB/s",
         what: "device→host copy, pageable",
         get: |r| Some(r.bandwidth.d2h_pageable_gbs),
+        by_driver: false,
     },
-    MeasurementKind { id: "d2d_gbs", unit: "GB/s", what: "device→device copy", get: |r| Some(r.bandwidth.d2d_gbs) },
+    MeasurementKind { id: "d2d_gbs", unit: "GB/s", what: "device→device copy", get: |r| Some(r.bandwidth.d2d_gbs), by_driver: false },
     MeasurementKind {
         id: "alloc_2mib_us",
         unit: "us",
         what: "cuMemAlloc of 2 MiB",
         get: |r| r.latency.iter().find(|l| l.bytes == MIB2).map(|l| l.alloc_us),
+        by_driver: false,
     },
     MeasurementKind {
         id: "alloc_async_reuse_2mib_us",
         unit: "us",
         what: "cuMemAllocAsync of 2 MiB served from the pool",
         get: |r| r.pools.alloc_async.iter().find(|a| a.bytes == MIB2).map(|a| a.reuse_us),
+        by_driver: false,
+    },
+    MeasurementKind {
+        id: "alloc_model_exact_pct",
+        unit: "%",
+        what: "allocator check: cases where headroom-alloc's model of PyTorch's caching allocator made the same driver calls as the driver, ran out of memory at the same event and reserved the same peak",
+        get: |r| alloc_cases(r).map(|c| 100.0 * c.iter().filter(|x| x.exact).count() as f64 / c.len() as f64),
+        by_driver: true,
+    },
+    MeasurementKind {
+        id: "driver_kept_back_bytes",
+        unit: "B",
+        what: "allocator check: free memory (cuMemGetInfo) that one cuMemAlloc could not take at the end of a case (median over the cases)",
+        get: |r| {
+            alloc_cases(r).map(|c| {
+                let mut v: Vec<f64> = c.iter().map(|x| x.kept_back_bytes as f64).collect();
+                v.sort_by(f64::total_cmp);
+                median(&v)
+            })
+        },
+        by_driver: true,
     },
 ];
 
+/// The kind of an aggregate's measurement: `usable_bytes`, or `alloc_model_exact_pct@cuda13.0`
+/// for a kind aggregated per driver branch.
 pub fn measurement_kind(id: &str) -> Option<&'static MeasurementKind> {
-    MEASUREMENTS.iter().find(|m| m.id == id)
+    match id.split_once("@cuda") {
+        None => MEASUREMENTS.iter().find(|m| m.id == id && !m.by_driver),
+        Some((base, version)) if pattern_ok("^[0-9]+\\.[0-9]+$", version) => MEASUREMENTS.iter().find(|m| m.id == base && m.by_driver),
+        Some(_) => None,
+    }
 }
 
 fn median(sorted: &[f64]) -> f64 {
@@ -1125,53 +1303,69 @@ pub fn aggregate(reports: &[(String, Report, Origin)]) -> Vec<Aggregate> {
         let keys: Vec<(&str, Option<&str>)> = mine.iter().map(|(_, r, o)| (r.device.install_id.as_str(), o.prefix.as_deref())).collect();
         let groups = submitter_groups(&keys);
         for kind in MEASUREMENTS {
-            let mut by_submitter: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
-            let mut first_seen: BTreeMap<usize, f64> = BTreeMap::new();
-            let mut all = Vec::new();
-            let mut versions = BTreeSet::new();
-            for ((_, r, o), group) in mine.iter().zip(&groups) {
-                if let Some(x) = (kind.get)(r).filter(|x| x.is_finite()) {
-                    by_submitter.entry(*group).or_default().push(x);
-                    all.push(x);
-                    versions.insert(r.probe_version.clone());
-                    if let Some(t) = unix_seconds(&o.received_at) {
-                        let f = first_seen.entry(*group).or_insert(t);
-                        *f = f.min(t);
-                    }
-                }
-            }
-            if all.is_empty() {
+            if !kind.by_driver {
+                let all: Vec<usize> = (0..mine.len()).collect();
+                out.extend(aggregate_one(gpu, kind.id.to_string(), kind, &mine, &groups, &all));
                 continue;
             }
-            all.sort_by(f64::total_cmp);
-            let mut per_submitter: Vec<f64> = by_submitter
-                .values_mut()
-                .map(|xs| {
-                    xs.sort_by(f64::total_cmp);
-                    median(xs)
-                })
-                .collect();
-            per_submitter.sort_by(f64::total_cmp);
-            let firsts: Vec<f64> = first_seen.values().copied().collect();
-            let spread = match (firsts.iter().copied().reduce(f64::min), firsts.iter().copied().reduce(f64::max)) {
-                (Some(a), Some(b)) => ((b - a) / 86_400.0 * 100.0).round() / 100.0,
-                _ => 0.0,
-            };
-            out.push(Aggregate {
-                gpu: gpu.to_string(),
-                measurement: kind.id.to_string(),
-                unit: kind.unit.to_string(),
-                count: all.len() as u32,
-                submitters: by_submitter.len() as u32,
-                spread_days: spread,
-                median: median(&per_submitter),
-                min: all[0],
-                max: all[all.len() - 1],
-                probe_versions: versions.into_iter().collect(),
-            });
+            let drivers: BTreeSet<&str> = mine.iter().map(|(_, r, _)| r.device.driver_cuda_version.as_str()).collect();
+            for d in drivers {
+                let these: Vec<usize> = (0..mine.len()).filter(|&i| mine[i].1.device.driver_cuda_version == d).collect();
+                out.extend(aggregate_one(gpu, format!("{}@cuda{d}", kind.id), kind, &mine, &groups, &these));
+            }
         }
     }
     out
+}
+
+/// One aggregate: `kind` over the reports `which` (indices into `mine`), `groups` their
+/// submitter groups; None when none of them has the figure.
+fn aggregate_one(gpu: &str, id: String, kind: &MeasurementKind, mine: &[&(String, Report, Origin)], groups: &[usize], which: &[usize]) -> Option<Aggregate> {
+    let mut by_submitter: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut first_seen: BTreeMap<usize, f64> = BTreeMap::new();
+    let mut all = Vec::new();
+    let mut versions = BTreeSet::new();
+    for &i in which {
+        let ((_, r, o), group) = (mine[i], &groups[i]);
+        if let Some(x) = (kind.get)(r).filter(|x| x.is_finite()) {
+            by_submitter.entry(*group).or_default().push(x);
+            all.push(x);
+            versions.insert(r.probe_version.clone());
+            if let Some(t) = unix_seconds(&o.received_at) {
+                let f = first_seen.entry(*group).or_insert(t);
+                *f = f.min(t);
+            }
+        }
+    }
+    if all.is_empty() {
+        return None;
+    }
+    all.sort_by(f64::total_cmp);
+    let mut per_submitter: Vec<f64> = by_submitter
+        .values_mut()
+        .map(|xs| {
+            xs.sort_by(f64::total_cmp);
+            median(xs)
+        })
+        .collect();
+    per_submitter.sort_by(f64::total_cmp);
+    let firsts: Vec<f64> = first_seen.values().copied().collect();
+    let spread = match (firsts.iter().copied().reduce(f64::min), firsts.iter().copied().reduce(f64::max)) {
+        (Some(a), Some(b)) => ((b - a) / 86_400.0 * 100.0).round() / 100.0,
+        _ => 0.0,
+    };
+    Some(Aggregate {
+        gpu: gpu.to_string(),
+        measurement: id,
+        unit: kind.unit.to_string(),
+        count: all.len() as u32,
+        submitters: by_submitter.len() as u32,
+        spread_days: spread,
+        median: median(&per_submitter),
+        min: all[0],
+        max: all[all.len() - 1],
+        probe_versions: versions.into_iter().collect(),
+    })
 }
 
 #[cfg(test)]
@@ -1399,12 +1593,68 @@ mod tests {
         assert_eq!(c.gpu, None);
     }
 
+    /// A report written by a probe before the allocator check (schema 1, a real H200 run).
+    fn example_v1() -> Value {
+        serde_json::from_str(include_str!("../../measurements/probe/h200-example-v1.json")).expect("JSON")
+    }
+
+    #[test]
+    fn schema_1_reports_still_validate_and_schema_2_needs_the_allocator_check() {
+        let v1 = example_v1();
+        assert_eq!(v1["schema_version"], 1);
+        let c = check_submission(&body(&v1), &catalog()).expect("a schema 1 report is accepted");
+        assert_eq!(c.report.allocator_check, None);
+        let v2 = example();
+        assert_eq!(v2["schema_version"], 2);
+        let c = check_submission(&body(&v2), &catalog()).expect("the schema 2 example is accepted");
+        let check = c.report.allocator_check.expect("schema 2 carries the check");
+        assert!(!check.cases.is_empty());
+        // schema 1 with the check, schema 2 without it
+        let mut x = v1.clone();
+        x["allocator_check"] = v2["allocator_check"].clone();
+        let e = check_submission(&body(&x), &catalog()).unwrap_err();
+        assert_eq!(e.fields(), vec!["$.allocator_check".to_string()]);
+        let mut x = v2.clone();
+        x.as_object_mut().unwrap().remove("allocator_check");
+        let e = check_submission(&body(&x), &catalog()).unwrap_err();
+        assert_eq!(e.code(), "implausible_value");
+        assert_eq!(e.fields(), vec!["$.allocator_check".to_string()]);
+    }
+
+    #[test]
+    fn an_allocator_check_must_agree_with_its_own_cases() {
+        let v2 = example();
+        // a verdict the cases contradict, an unknown verdict
+        let mut x = v2.clone();
+        x["allocator_check"]["verdict"] = serde_json::json!("skipped");
+        let e = check_submission(&body(&x), &catalog()).unwrap_err();
+        assert!(format!("{e:?}").contains("but its cases say"), "{e:?}");
+        x["allocator_check"]["verdict"] = serde_json::json!("perfect");
+        let e = check_submission(&body(&x), &catalog()).unwrap_err();
+        assert!(format!("{e:?}").contains("is not one of exact, diverged, skipped"), "{e:?}");
+        // a case that claims exact with a different out-of-memory event
+        let mut x = v2.clone();
+        x["allocator_check"]["cases"][0]["device"]["oom_at"] = serde_json::json!(1);
+        let e = check_submission(&body(&x), &catalog()).unwrap_err();
+        assert!(e.fields().contains(&"$.allocator_check.cases[0].exact".to_string()), "{e:?}");
+        // more free memory than the card has; a field the schema does not know
+        let mut x = v2.clone();
+        x["allocator_check"]["cases"][0]["free_at_start_bytes"] = serde_json::json!(1u64 << 50);
+        let e = check_submission(&body(&x), &catalog()).unwrap_err();
+        assert!(e.fields().contains(&"$.allocator_check.cases[0].free_at_start_bytes".to_string()), "{e:?}");
+        let mut x = v2.clone();
+        x["allocator_check"]["cases"][0]["hostname"] = serde_json::json!("me");
+        let e = check_submission(&body(&x), &catalog()).unwrap_err();
+        assert_eq!(e.code(), "invalid_report");
+    }
+
     #[test]
     fn schema_version_and_json_errors_have_their_own_codes() {
         let mut v = example();
-        v["schema_version"] = serde_json::json!(2);
+        v["schema_version"] = serde_json::json!(3);
         let e = check_submission(&body(&v), &catalog()).unwrap_err();
         assert_eq!(e.code(), "unsupported_schema_version");
+        assert!(format!("{e:?}").contains("this server accepts 1, 2"), "{e:?}");
         assert_eq!(e.fields(), vec!["$.schema_version".to_string()]);
         let e = check_submission(b"{\"schema_version\": 1,", &catalog()).unwrap_err();
         assert_eq!(e.code(), "invalid_json");
@@ -1503,6 +1753,43 @@ mod tests {
         assert_eq!(lat.median, example()["latency"][0]["alloc_us"].as_f64().unwrap());
         assert!(aggs.iter().any(|x| x.gpu == "rtx-4090" && x.submitters == 1 && x.spread_days == 0.0));
         assert_eq!(aggs.iter().filter(|x| x.gpu == "h200").count(), MEASUREMENTS.len());
+    }
+
+    #[test]
+    fn allocator_checks_are_aggregated_per_driver_branch() {
+        let at = |prefix: &str, day: u32| Origin { prefix: Some(prefix.to_string()), received_at: format!("2026-11-{day:02}T10:00:00.000Z") };
+        let id = |c: char| c.to_string().repeat(32);
+        let with_driver = |r: Report, d: &str| Report { device: Device { driver_cuda_version: d.to_string(), ..r.device.clone() }, ..r };
+        let mut diverged = with_driver(report(&id('c'), 100, "0.1.0"), "12.8");
+        let check = diverged.allocator_check.as_mut().unwrap();
+        let n = check.cases.len();
+        check.cases[0].exact = false;
+        let old: Report = serde_json::from_value(example_v1()).unwrap();
+        let reports = vec![
+            ("h200".to_string(), with_driver(report(&id('a'), 100, "0.1.0"), "13.0"), at("p1", 1)),
+            ("h200".to_string(), with_driver(report(&id('b'), 100, "0.1.0"), "13.0"), at("p2", 2)),
+            ("h200".to_string(), diverged, at("p3", 3)),
+            // a schema 1 report has no allocator check: it counts for the other figures only
+            ("h200".to_string(), with_driver(old, "13.1"), at("p4", 4)),
+        ];
+        let aggs = aggregate(&reports);
+        let find = |m: &str| aggs.iter().find(|x| x.measurement == m).cloned();
+        let exact_of = |r: &Report| 100.0 * r.allocator_check.as_ref().unwrap().cases.iter().filter(|c| c.exact).count() as f64 / n as f64;
+        let on13 = find("alloc_model_exact_pct@cuda13.0").unwrap();
+        assert_eq!((on13.count, on13.submitters, on13.unit.as_str()), (2, 2, "%"));
+        assert_eq!(on13.median, exact_of(&reports[0].1));
+        let on128 = find("alloc_model_exact_pct@cuda12.8").unwrap();
+        assert_eq!(on128.median, exact_of(&reports[2].1));
+        assert!(on128.median < on13.median || on13.median < 100.0 / n as f64);
+        assert!(find("alloc_model_exact_pct@cuda13.1").is_none(), "no check in a schema 1 report");
+        assert!(find("driver_kept_back_bytes@cuda13.0").is_some_and(|a| a.unit == "B" && a.median > 0.0));
+        assert_eq!(find("usable_bytes").unwrap().count, 4);
+        // the kinds resolve, including the per-driver names; malformed branches do not
+        assert_eq!(measurement_kind("alloc_model_exact_pct@cuda13.0").map(|k| k.id), Some("alloc_model_exact_pct"));
+        assert!(measurement_kind("alloc_model_exact_pct").is_none());
+        assert!(measurement_kind("usable_bytes@cuda13.0").is_none());
+        assert!(measurement_kind("alloc_model_exact_pct@cuda13").is_none());
+        assert!(measurement_kind("alloc_model_exact_pct@cudax.y").is_none());
     }
 
     #[test]
@@ -1637,7 +1924,7 @@ mod tests {
                 // Another schema version, or none.
                 6 => {
                     if rng.below(2) == 0 {
-                        v["schema_version"] = serde_json::json!(1 + rng.below(100) + 1);
+                        v["schema_version"] = serde_json::json!(3 + rng.below(100));
                     } else {
                         v.as_object_mut().unwrap().remove("schema_version");
                     }
