@@ -15,6 +15,26 @@ fn segment_label(lang: Lang, s: Segment) -> &'static str {
     })
 }
 
+/// Where the probe's allocator check ran on this card: the share of exact cases per driver
+/// branch (`alloc_model_exact_pct@cuda<version>` aggregates), or "not yet".
+fn alloc_checked(lang: Lang, ds: &Data, gpu: &str) -> String {
+    let lines: Vec<String> = ds
+        .measurements
+        .iter()
+        .filter(|a| a.gpu == gpu)
+        .filter_map(|a| a.measurement.strip_prefix("alloc_model_exact_pct@cuda").map(|cuda| (a, cuda)))
+        .map(|(a, cuda)| {
+            let pct = headroom_core::Value { number: Some(a.median.round()), min: None, max: None, unit: "%".into(), approx: false };
+            fmt(lang, k::GPUS_ALLOC_CHECKED_VALUE, &[
+                ("exact", &crate::fmt::value(&pct, lang)),
+                ("cuda", cuda),
+                ("submitters", &a.submitters.to_string()),
+            ])
+        })
+        .collect();
+    if lines.is_empty() { t(lang, k::GPUS_NOT_MEASURED).to_string() } else { lines.join("; ") }
+}
+
 #[component]
 pub fn GpuTable(lang: Lang, ds: Data) -> impl IntoView {
     let mut gpus = ds.gpus.clone();
@@ -35,6 +55,7 @@ pub fn GpuTable(lang: Lang, ds: Data) -> impl IntoView {
                         <th scope="col">{t(lang, k::GPUS_SEGMENT)}</th>
                         <th scope="col">{t(lang, k::GPUS_SOURCE)}</th>
                         <th scope="col">{t(lang, k::GPUS_MEASURED)}</th>
+                        <th scope="col">{t(lang, k::GPUS_ALLOC_CHECKED)}</th>
                     </tr>
                 </thead>
                 <tbody>
@@ -61,11 +82,49 @@ pub fn GpuTable(lang: Lang, ds: Data) -> impl IntoView {
                                     ]),
                                     None => t(lang, k::GPUS_NOT_MEASURED).to_string(),
                                 }}</td>
+                                // The probe's allocator check, per driver branch.
+                                <td class="alloc-checked">{alloc_checked(lang, &ds, &g.id)}</td>
                             </tr>
                         }
                     }).collect_view()}
                 </tbody>
             </table>
         </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agg(gpu: &str, measurement: &str, median: f64, submitters: u32) -> headroom_core::Aggregate {
+        headroom_core::Aggregate {
+            gpu: gpu.into(),
+            measurement: measurement.into(),
+            unit: "%".into(),
+            count: submitters,
+            submitters,
+            spread_days: 0.0,
+            median,
+            min: median,
+            max: median,
+            probe_versions: vec!["0.1.0".into()],
+        }
+    }
+
+    #[test]
+    fn the_allocator_check_shows_per_driver_branch_in_each_language() {
+        let mut ds = headroom_core::Dataset::default();
+        ds.measurements = vec![
+            agg("h200", "alloc_model_exact_pct@cuda13.0", 100.0, 3),
+            agg("h200", "alloc_model_exact_pct@cuda12.8", 90.47, 1),
+            agg("h200", "usable_bytes", 1.0, 3),
+            agg("rtx-4090", "usable_bytes", 1.0, 1),
+        ];
+        let ds: Data = std::sync::Arc::new(ds);
+        assert_eq!(alloc_checked(Lang::En, &ds, "h200"), "100% exact on CUDA 13.0 · 3 submitters; 90% exact on CUDA 12.8 · 1 submitters");
+        assert_eq!(alloc_checked(Lang::Pt, &ds, "h200").split("; ").next().unwrap(), "100 % exato no CUDA 13.0 · 3 contribuidores");
+        assert_eq!(alloc_checked(Lang::Zh, &ds, "h200").split("; ").next().unwrap(), "CUDA 13.0 上 100% 一致 · 3 位提交者");
+        assert_eq!(alloc_checked(Lang::It, &ds, "rtx-4090"), t(Lang::It, k::GPUS_NOT_MEASURED));
     }
 }
