@@ -10,6 +10,8 @@ with CUDA events (as the probe and torch_side_by_side.py do), varying one thing 
   * the host buffer: PyTorch's CPU tensor; an anonymous mmap touched page by page (what Rust's
     vec! of 256 MiB gets from malloc); the same with madvise(MADV_HUGEPAGE) before touching;
     a buffer allocated but never touched;
+  * the buffer's offset from a page boundary: 0 (mmap), 16 (where glibc's malloc puts the data
+    of a large block, so a Rust `vec!` of 256 MiB), 64 (PyTorch's CPU allocator aligns to 64);
   * the CPU the process runs on (NUMA node of the GPU or not), when more than one node exists.
 Prints one JSON object: the machine's transparent-hugepage setting, each buffer's share of huge
 pages (/proc/self/smaps), and GB/s per case.
@@ -70,26 +72,28 @@ def huge_share(addr):
     return None
 
 
-def mapped(touch, hugepage):
-    m = mmap.mmap(-1, N, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+def mapped(touch, hugepage, offset=0):
+    m = mmap.mmap(-1, N + 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
     if hugepage:
-        libc.madvise(ctypes.c_void_p(addr), ctypes.c_size_t(N), MADV_HUGEPAGE)
+        libc.madvise(ctypes.c_void_p(addr), ctypes.c_size_t(N + 4096), MADV_HUGEPAGE)
     if touch:
-        ctypes.memset(addr, 1, N)
-    return m, addr
+        ctypes.memset(addr, 1, N + 4096)
+    return (m, offset), addr + offset
 
 
 def cases():
     out = {}
     t = torch.ones(N, dtype=torch.uint8)
     bufs = {"torch_tensor": (t, t.data_ptr())}
-    for name, touch, huge in [("mmap_touched", True, False), ("mmap_hugepage_touched", True, True), ("mmap_untouched", False, False)]:
-        bufs[name] = mapped(touch, huge)
+    for name, touch, huge, off in [("mmap_touched", True, False, 0), ("mmap_touched_offset16", True, False, 16),
+                                   ("mmap_touched_offset64", True, False, 64), ("mmap_hugepage_touched", True, True, 0),
+                                   ("mmap_untouched", False, False, 0)]:
+        bufs[name] = mapped(touch, huge, off)
     d = ctypes.c_uint64(dev.data_ptr())
     for name, (obj, addr) in bufs.items():
         h = ctypes.c_void_p(addr)
-        r = {"huge_share_before": huge_share(addr)}
+        r = {"page_offset": addr % 4096, "huge_share_before": huge_share(addr)}
         r["h2d_driver_gbs"] = best(lambda: check(cuda.cuMemcpyHtoD_v2(d, h, ctypes.c_size_t(N)), "cuMemcpyHtoD"))
         r["d2h_driver_gbs"] = best(lambda: check(cuda.cuMemcpyDtoH_v2(h, d, ctypes.c_size_t(N)), "cuMemcpyDtoH"))
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
@@ -108,7 +112,7 @@ def cases():
             r["h2d_torch_gbs"] = best(lambda: dev.copy_(obj))
             r["d2h_torch_gbs"] = best(lambda: obj.copy_(dev))
         else:
-            view = torch.frombuffer(obj, dtype=torch.uint8)
+            view = torch.frombuffer(obj[0], dtype=torch.uint8, count=N, offset=obj[1])
             r["h2d_torch_gbs"] = best(lambda: dev.copy_(view))
             r["d2h_torch_gbs"] = best(lambda: view.copy_(dev))
         r["huge_share_after"] = huge_share(addr)

@@ -3,12 +3,58 @@ bandwidth and 64 MiB for context overhead). Run in a fresh process on an idle GP
 
     python3 torch_side_by_side.py > torch.json
 
+Pageable copies vary from one process to the next by more than any difference of method (which
+NUMA node the process's pages and the driver's staging buffers land on, what else the host runs),
+so one probe run against one PyTorch run can differ by 15 % either way. The comparison that
+holds is over rounds:
+
+    python3 torch_side_by_side.py --rounds 7 --probe ./probe > side-by-side.json
+
+runs the probe (`--json --quick`) and this script in fresh processes, alternating which goes
+first each round, and reports every round and the median of each figure for each side.
+
 Context overhead: total minus free right after PyTorch creates its context (torch.cuda.mem_get_info
 is the first CUDA call). Bandwidth: 256 MiB copies timed with CUDA events, best of 10 after a
 warm-up, the same method the probe uses (bytes counted once for device-to-device).
 """
 import json
-import torch
+import os
+import statistics
+import subprocess
+import sys
+
+
+def rounds(n, probe):
+    """Alternating fresh-process runs of the probe and of this script; medians per figure."""
+    keys = ["h2d_pinned_gbs", "d2h_pinned_gbs", "h2d_pageable_gbs", "d2h_pageable_gbs", "d2d_gbs"]
+    runs = []
+    for i in range(n):
+        order = ["probe", "torch"] if i % 2 == 0 else ["torch", "probe"]
+        r = {}
+        for side in order:
+            if side == "probe":
+                out = subprocess.run([probe, "--json", "--quick"], check=True, capture_output=True, text=True).stdout
+                r["probe"] = {k: json.loads(out)["bandwidth"][k] for k in keys}
+            else:
+                out = subprocess.run([sys.executable, os.path.abspath(__file__)], check=True, capture_output=True, text=True).stdout
+                t = json.loads(out)
+                r["torch"] = {k: t[k] for k in keys}
+                r["torch_version"] = t["torch"]
+        r["first"] = order[0]
+        print(f"round {i + 1}/{n}: pageable h2d probe {r['probe']['h2d_pageable_gbs']:.2f} torch {r['torch']['h2d_pageable_gbs']:.2f} GB/s", file=sys.stderr)
+        runs.append(r)
+    med = {side: {k: statistics.median(r[side][k] for r in runs) for k in keys} for side in ("probe", "torch")}
+    diff = {k: round(100 * (med["probe"][k] / med["torch"][k] - 1), 1) for k in keys}
+    return {"rounds": runs, "median": med, "probe_vs_torch_pct": diff, "torch": runs[0]["torch_version"]}
+
+
+if len(sys.argv) > 1:
+    if len(sys.argv) != 5 or sys.argv[1] != "--rounds" or sys.argv[3] != "--probe":
+        sys.exit("usage: torch_side_by_side.py [--rounds N --probe PATH]")
+    print(json.dumps(rounds(int(sys.argv[2]), sys.argv[4]), indent=1))
+    sys.exit(0)
+
+import torch  # noqa: E402  (the rounds mode runs without importing it)
 
 MIB = 1 << 20
 free, total = torch.cuda.mem_get_info(0)
