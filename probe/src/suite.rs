@@ -26,6 +26,12 @@ pub fn run<D: Device>(dev: &mut D, index: u32, install_id: &str, progress: &mut 
     if free < MIN_FREE_BYTES {
         return Err(ProbeError::TooLittleMemory { index, free, need: MIN_FREE_BYTES });
     }
+    // Copies first, before the capacity searches fill and empty the device: measured after them
+    // on the H200, pinned host->device ran at half speed in most runs and pageable copies at half
+    // too, unlike a PyTorch process's (probe/README.md, "Compared with PyTorch").
+    progress("host-device bandwidth");
+    let bw_bytes = (256 * MIB).min(free / 4 / (2 * MIB) * (2 * MIB));
+    let bandwidth = dev.bandwidth(bw_bytes, 10).map_err(step)?;
     progress("context overhead");
     let context = dev.context_bytes().map_err(step)?;
     progress("largest single allocation");
@@ -40,9 +46,6 @@ pub fn run<D: Device>(dev: &mut D, index: u32, install_id: &str, progress: &mut 
     let (threshold, alloc_async) = pool_latency(dev, &pool_sizes, 10).map_err(step)?;
     progress("virtual memory mapping (cuMemCreate/cuMemMap)");
     let (granularity, recommended, map) = vmm_latency(dev, &pool_sizes, 10).map_err(step)?;
-    progress("host-device bandwidth");
-    let bw_bytes = (256 * MIB).min(free / 4 / (2 * MIB) * (2 * MIB));
-    let bandwidth = dev.bandwidth(bw_bytes, 10).map_err(step)?;
     progress("fragmentation");
     let fragmentation = fragmentation(dev, 256 * MIB, 0.5, 64 * MIB).map_err(step)?;
     let free_after = dev.free_bytes().map_err(step)?;

@@ -3,12 +3,11 @@ bandwidth and 64 MiB for context overhead). Run in a fresh process on an idle GP
 
     python3 torch_side_by_side.py > torch.json
 
-Pageable copies vary from one process to the next by more than any difference of method (which
-NUMA node the process's pages and the driver's staging buffers land on, what else the host runs),
-so one probe run against one PyTorch run can differ by 15 % either way. The comparison that
-holds is over rounds:
+Pageable copies vary from one process to the next (and run slower for a while after a process
+filled and emptied the whole device), so one probe run against one PyTorch run can differ by more
+than 10 %. The comparison that holds is over rounds:
 
-    python3 torch_side_by_side.py --rounds 7 --probe ./probe > side-by-side.json
+    python3 torch_side_by_side.py --rounds 5 --probe ./probe > side-by-side.json
 
 runs the probe (`--json --quick`) and this script in fresh processes, alternating which goes
 first each round, and reports every round and the median of each figure for each side.
