@@ -17,6 +17,8 @@ import ctypes
 import json
 import mmap
 
+from smaps import huge_share
+
 N = 256 << 20
 MADV_HUGEPAGE = 14
 cuda = ctypes.CDLL("libcuda.so.1")
@@ -28,22 +30,6 @@ def check(rc, what):
         raise RuntimeError(f"{what} failed: {rc}")
 
 
-def huge_share(addr):
-    """AnonHugePages / Rss of the mapping holding addr, from /proc/self/smaps."""
-    cur = None
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            head = line.split()[0]
-            if "-" in head and not head.endswith(":"):
-                lo, hi = (int(x, 16) for x in head.split("-"))
-                cur = lo <= addr < hi
-                rss = huge = 0
-            elif cur and head == "Rss:":
-                rss = int(line.split()[1])
-            elif cur and head == "AnonHugePages:":
-                huge = int(line.split()[1])
-                return round(huge / rss, 3) if rss else 0.0
-    return None
 
 
 def main():
