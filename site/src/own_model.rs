@@ -137,6 +137,12 @@ mod browser {
         }
     }
 
+    /// A saved probe report: its card and what other programs held (see the parsers'
+    /// `report_card`), as JSON.
+    pub async fn report_card(text: String) -> Result<Value, String> {
+        modelfile_call("reportCard", &[JsValue::from_str(&text), JsValue::from_str(&catalog().await?)]).await
+    }
+
     fn err(e: JsValue) -> String {
         e.as_string().or_else(|| js_sys::JSON::stringify(&e).ok().and_then(|s| s.as_string())).unwrap_or_else(|| format!("{e:?}"))
     }

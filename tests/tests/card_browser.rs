@@ -177,6 +177,55 @@ fn a_typed_card_other_processes_a_second_card_and_the_remembered_card() {
     }
 }
 
+#[test]
+fn a_probe_report_fills_in_the_card_and_what_other_programs_hold() {
+    let tmp = TempDir::new("card-probe-report");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let ds = &loaded().dataset;
+    let w = json!({"kind":"llm-inference","model":"qwen3-8b","weights":"Q8_0","kv_cache":"bf16","context":16384,"batch":1,"engine":"llama.cpp"});
+    b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(Lang::Pt), headroom_core::fit::query::to_query(w.as_object().unwrap())));
+    wait_app(&b);
+    // The real H200 report, as if a laptop's desktop held 1.5 GiB more when the probe ran.
+    const GIB: u64 = 1 << 30;
+    let real = headroom_e2e::repo_root().join("dataset/measurements/probe/h200-example.json");
+    let mut report: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+    let free = report["memory"]["free_bytes_with_context"].as_u64().unwrap() - 3 * GIB / 2;
+    report["memory"]["free_bytes_with_context"] = json!(free);
+    let file = tmp.path().join("headroom-report.json");
+    std::fs::write(&file, report.to_string()).unwrap();
+    let c = headroom_core::report::card_of_report(&report.to_string(), &ds.gpus).unwrap();
+    let other = (c.other_bytes as f64 / GIB as f64 * 10.0).round() / 10.0;
+    assert_eq!(other, 1.5);
+    b.send_keys("#c-probe", &file.to_string_lossy());
+    let note = fmt(Lang::Pt, k::CALC_PROBE_REPORT_OK, &[("name", "NVIDIA H200"), ("other", &headroom_site::fmt::decimal(other, 1, Lang::Pt))]);
+    b.wait_text("#c-probe-note", |s| s == note);
+    assert_eq!(b.js("return document.getElementById('c-card').value"), json!("h200"));
+    assert_eq!(b.js("return document.getElementById('c-other').value"), json!("1.5"));
+    let f = fit_on(ds, &parse_input(&w.to_string()).unwrap()[0], &Card::parse(ds, "h200", 1.5).unwrap()).unwrap();
+    b.wait_text("#verdict .verdict-line", |s| s == verdict_text(Lang::Pt, &f));
+    let url = b.current_url();
+    assert!(url.contains("card=h200") && url.contains("other=1.5"), "{url}");
+    // A card the catalog does not know: its size is taken as typed.
+    report["device"]["name"] = json!("NVIDIA Future GPU");
+    report["memory"]["total_bytes"] = json!(12 * GIB);
+    report["memory"]["free_bytes_with_context"] = json!(10 * GIB);
+    report["memory"]["context_bytes"] = json!(GIB / 2);
+    std::fs::write(&file, report.to_string()).unwrap();
+    b.js("document.getElementById('c-probe').value = ''; return 1");
+    b.send_keys("#c-probe", &file.to_string_lossy());
+    b.wait_js("return document.getElementById('c-card').value === 'size' && !!document.getElementById('c-card-size')");
+    let f = fit_on(ds, &parse_input(&w.to_string()).unwrap()[0], &Card::parse(ds, "12.00", 1.5).unwrap()).unwrap();
+    b.wait_text("#verdict .verdict-line", |s| s == verdict_text(Lang::Pt, &f));
+    // A file that is not a report: said in Portuguese, nothing changed.
+    let trace = headroom_e2e::repo_root().join("alloc/fidelity/traces/model.json");
+    b.js("document.getElementById('c-probe').value = ''; return 1");
+    b.send_keys("#c-probe", &trace.to_string_lossy());
+    let bad = fmt(Lang::Pt, k::CALC_PROBE_REPORT_BAD, &[("why", t(Lang::Pt, k::CALC_PROBE_REPORT_NOT_REPORT))]);
+    b.wait_text("#c-probe-note", |s| s == bad);
+    assert_eq!(b.js("return document.getElementById('c-card').value"), json!("size"));
+}
+
 /// Finds words split across lines: every run of Latin letters and digits in a text node of the
 /// page (outside code, pre and form fields) must sit on one line. Long identifiers may still wrap
 /// between their parts (at `_`, `:`, `,`, `=`, `/`); CJK text wraps between characters as it should.

@@ -525,6 +525,80 @@ pub fn parse_strict(body: &[u8]) -> Result<Value, serde_json::Error> {
     Ok(v)
 }
 
+/// What the calculator takes from a probe report (a saved `probe --out` file, one report or the
+/// array `--all` writes; the first is used): the card and what other processes held.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReportCard {
+    /// The device name as the driver reported it.
+    pub name: String,
+    /// The catalog GPU it matches, if any.
+    pub gpu: Option<String>,
+    pub total_bytes: u64,
+    /// Memory in use before the probe started, less the probe's own CUDA context: the desktop,
+    /// the driver and other programs (total - free with the probe's context - one context).
+    pub other_bytes: u64,
+}
+
+/// Why a file is not a usable probe report (the site says each in the reader's language).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReportCardError {
+    NotJson,
+    NotReport,
+    UnknownSchema(u64),
+    Implausible,
+}
+
+impl std::fmt::Display for ReportCardError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReportCardError::NotJson => f.write_str("not JSON"),
+            ReportCardError::NotReport => f.write_str("not a probe report"),
+            ReportCardError::UnknownSchema(v) => write!(f, "report schema {v} is not one this site reads"),
+            ReportCardError::Implausible => f.write_str("its memory figures cannot be right (free or context above the total)"),
+        }
+    }
+}
+
+/// Reads the card and the memory other processes held from a probe report, without the whole
+/// schema (the calculator only needs these fields).
+pub fn card_of_report(text: &str, gpus: &[Gpu]) -> Result<ReportCard, ReportCardError> {
+    #[derive(Deserialize)]
+    struct Dev {
+        name: String,
+    }
+    #[derive(Deserialize)]
+    struct Mem {
+        total_bytes: u64,
+        free_bytes_with_context: u64,
+        context_bytes: u64,
+    }
+    #[derive(Deserialize)]
+    struct Part {
+        schema_version: u64,
+        device: Dev,
+        memory: Mem,
+    }
+    let v: Value = serde_json::from_str(text).map_err(|_| ReportCardError::NotJson)?;
+    let first = match &v {
+        Value::Array(a) => a.first().ok_or(ReportCardError::NotReport)?,
+        x => x,
+    };
+    let r = Part::deserialize(first).map_err(|_| ReportCardError::NotReport)?;
+    if !ACCEPTED_SCHEMA_VERSIONS.contains(&r.schema_version) {
+        return Err(ReportCardError::UnknownSchema(r.schema_version));
+    }
+    let m = &r.memory;
+    if m.total_bytes == 0 || m.free_bytes_with_context > m.total_bytes || m.context_bytes > m.total_bytes {
+        return Err(ReportCardError::Implausible);
+    }
+    Ok(ReportCard {
+        gpu: match_gpu(&r.device.name, m.total_bytes, gpus).map(|g| g.id.clone()),
+        name: r.device.name,
+        total_bytes: m.total_bytes,
+        other_bytes: m.total_bytes.saturating_sub(m.free_bytes_with_context).saturating_sub(m.context_bytes),
+    })
+}
+
 /// [`check_submission`] on an already parsed document.
 pub fn check_value(v: &Value, gpus: &[Gpu]) -> Result<Checked, Rejection> {
     if !v.is_object() {
@@ -1753,6 +1827,38 @@ mod tests {
         assert_eq!(lat.median, example()["latency"][0]["alloc_us"].as_f64().unwrap());
         assert!(aggs.iter().any(|x| x.gpu == "rtx-4090" && x.submitters == 1 && x.spread_days == 0.0));
         assert_eq!(aggs.iter().filter(|x| x.gpu == "h200").count(), MEASUREMENTS.len());
+    }
+
+    #[test]
+    fn the_calculator_reads_the_card_and_other_processes_from_a_report() {
+        let gpus = vec![gpu("h200", "NVIDIA H200", 141.0, "9.0", Some(4800.0), "PCIe 5.0 x16")];
+        let text = include_str!("../../measurements/probe/h200-example.json");
+        let c = card_of_report(text, &gpus).unwrap();
+        let v = example();
+        let m = &v["memory"];
+        let other = m["total_bytes"].as_u64().unwrap() - m["free_bytes_with_context"].as_u64().unwrap() - m["context_bytes"].as_u64().unwrap();
+        assert_eq!(c, ReportCard { name: "NVIDIA H200".into(), gpu: Some("h200".into()), total_bytes: m["total_bytes"].as_u64().unwrap(), other_bytes: other });
+        // schema 1, and the array `--all` writes
+        let v1 = card_of_report(include_str!("../../measurements/probe/h200-example-v1.json"), &gpus).unwrap();
+        assert_eq!(v1.gpu.as_deref(), Some("h200"));
+        let both = format!("[{text}, {text}]");
+        assert_eq!(card_of_report(&both, &gpus).unwrap(), c);
+        // an unknown card keeps its size
+        let mut x = example();
+        x["device"]["name"] = serde_json::json!("NVIDIA Future GPU");
+        let u = card_of_report(&x.to_string(), &gpus).unwrap();
+        assert_eq!((u.gpu, u.total_bytes), (None, c.total_bytes));
+        // what is refused, and why
+        assert_eq!(card_of_report("{", &gpus).unwrap_err(), ReportCardError::NotJson);
+        assert_eq!(card_of_report("[]", &gpus).unwrap_err(), ReportCardError::NotReport);
+        assert_eq!(card_of_report(r#"{"schema_version": 2}"#, &gpus).unwrap_err(), ReportCardError::NotReport);
+        let mut x = example();
+        x["schema_version"] = serde_json::json!(9);
+        assert_eq!(card_of_report(&x.to_string(), &gpus).unwrap_err(), ReportCardError::UnknownSchema(9));
+        assert!(ReportCardError::UnknownSchema(9).to_string().contains("schema 9"));
+        let mut x = example();
+        x["memory"]["free_bytes_with_context"] = serde_json::json!(u64::MAX);
+        assert_eq!(card_of_report(&x.to_string(), &gpus).unwrap_err(), ReportCardError::Implausible);
     }
 
     #[test]

@@ -54,12 +54,54 @@ pub fn read_header(prefix: &[u8], file_len: f64, catalog: &str) -> String {
     read(prefix, file_len as u64, ds.as_ref()).to_string()
 }
 
+/// A saved probe report (`probe --out`): the card and what other programs held
+/// (`headroom_core::report::card_of_report`), as `{"name", "gpu", "total_bytes", "other_bytes"}`
+/// or `{"error": "not_json" | "not_report" | "schema" | "implausible", "version"}`. Here rather
+/// than in the calculator's bundle: matching a device name to the catalog carries Unicode tables
+/// that a first visit should not download.
+pub fn report_card(text: &str, catalog: &headroom_core::Dataset) -> serde_json::Value {
+    use headroom_core::report::{card_of_report, ReportCardError as E};
+    match card_of_report(text, &catalog.gpus) {
+        Ok(c) => json!({"name": c.name, "gpu": c.gpu, "total_bytes": c.total_bytes, "other_bytes": c.other_bytes}),
+        Err(E::NotJson) => json!({"error": "not_json"}),
+        Err(E::NotReport) => json!({"error": "not_report"}),
+        Err(E::UnknownSchema(v)) => json!({"error": "schema", "version": v}),
+        Err(E::Implausible) => json!({"error": "implausible"}),
+    }
+}
+
+#[wasm_bindgen(js_name = reportCard)]
+pub fn report_card_js(text: &str, catalog: &str) -> String {
+    match headroom_core::Dataset::from_json(catalog) {
+        Ok(ds) => report_card(text, &ds).to_string(),
+        Err(e) => json!({"error": format!("catalog: {e}")}).to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn fixture(name: &str) -> Vec<u8> {
         std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dataset/core/tests/fixtures/modelfiles").join(name)).unwrap()
+    }
+
+    #[test]
+    fn a_probe_report_gives_its_card_and_what_other_programs_held() {
+        let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dataset/measurements/probe/h200-example.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let ds = headroom_core::Dataset::default();
+        let a = report_card(&text, &ds);
+        assert_eq!(a["name"], "NVIDIA H200");
+        assert_eq!(a["gpu"], serde_json::Value::Null, "an empty catalog matches nothing");
+        assert_eq!(a["total_bytes"], v["memory"]["total_bytes"]);
+        let m = &v["memory"];
+        let other = m["total_bytes"].as_u64().unwrap() - m["free_bytes_with_context"].as_u64().unwrap() - m["context_bytes"].as_u64().unwrap();
+        assert_eq!(a["other_bytes"], other);
+        assert_eq!(report_card("{", &ds)["error"], "not_json");
+        assert_eq!(report_card("{\"events\": []}", &ds)["error"], "not_report");
+        let later = text.replacen("\"schema_version\": 2", "\"schema_version\": 7", 1);
+        assert_eq!(report_card(&later, &ds), json!({"error": "schema", "version": 7}));
     }
 
     #[test]

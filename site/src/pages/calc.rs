@@ -1561,6 +1561,8 @@ fn CardPicker(
     };
     let size_node = NodeRef::<leptos::html::Input>::new();
     let other_node = NodeRef::<leptos::html::Input>::new();
+    #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
+    let ds_report = ds.clone();
     let size = move || {
         number_text(
             size_node,
@@ -1583,6 +1585,70 @@ fn CardPicker(
         })
     };
     let cards2 = cards.clone();
+    // A saved probe report fills in the card and what other programs held (issue: laptops and
+    // shared displays); what it said, or why the file was refused.
+    let probe_note = RwSignal::new(None::<String>);
+    #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
+    let on_report = {
+        let ds = ds_report;
+        move |ev: leptos::ev::Event| {
+            #[cfg(feature = "csr")]
+            {
+                use wasm_bindgen::JsCast;
+                let Some(file) = ev
+                    .target()
+                    .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+                    .and_then(|i| i.files())
+                    .and_then(|f| f.get(0))
+                else {
+                    return;
+                };
+                let ds = ds.clone();
+                leptos::task::spawn_local(async move {
+                    let text = wasm_bindgen_futures::JsFuture::from(file.text()).await.ok().and_then(|v| v.as_string());
+                    // a file the browser cannot read as text is not JSON either
+                    let answer = match text {
+                        Some(text) => crate::own_model::report_card(text).await.unwrap_or_else(|e| json!({"error": e})),
+                        None => json!({"error": "not_json"}),
+                    };
+                    let note = match answer.get("error").and_then(Value::as_str) {
+                        None => {
+                            const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+                            let bytes = |key: &str| answer[key].as_u64().unwrap_or(0) as f64;
+                            match answer["gpu"].as_str().filter(|id| ds.gpu(id).is_some()) {
+                                Some(id) => {
+                                    size_mode.set(false);
+                                    set("card", Some(json!(id)));
+                                }
+                                None => {
+                                    size_mode.set(true);
+                                    set("card", Some(json!(format!("{:.2}", bytes("total_bytes") / GIB))));
+                                }
+                            }
+                            let other = (bytes("other_bytes") / GIB * 10.0).round() / 10.0;
+                            set("other", (other > 0.0).then(|| json!(other)));
+                            fmt(lang, k::CALC_PROBE_REPORT_OK, &[
+                                ("name", answer["name"].as_str().unwrap_or("")),
+                                ("other", &crate::fmt::decimal(other, 1, lang)),
+                            ])
+                        }
+                        Some(code) => {
+                            let why = match code {
+                                "not_json" => t(lang, k::CALC_PROBE_REPORT_NOT_JSON).to_string(),
+                                "not_report" => t(lang, k::CALC_PROBE_REPORT_NOT_REPORT).to_string(),
+                                "schema" => fmt(lang, k::CALC_PROBE_REPORT_SCHEMA, &[("version", &answer["version"].to_string())]),
+                                "implausible" => t(lang, k::CALC_PROBE_REPORT_IMPLAUSIBLE).to_string(),
+                                // the parsers' module could not be loaded (offline before first use)
+                                other => other.to_string(),
+                            };
+                            fmt(lang, k::CALC_PROBE_REPORT_BAD, &[("why", &why)])
+                        }
+                    };
+                    probe_note.set(Some(note));
+                });
+            }
+        }
+    };
     view! {
         <fieldset class="card-picker" id="card-picker">
             <legend>{t(lang, k::CALC_CARD)}</legend>
@@ -1617,6 +1683,12 @@ fn CardPicker(
                     let v = event_target_value(&ev).trim().replace(',', ".");
                     set("other", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|x| json!(x)));
                 } />
+            </div>
+            <div class="field">
+                <label for="c-probe">{t(lang, k::CALC_PROBE_REPORT)}</label>
+                <input id="c-probe" type="file" accept=".json,application/json" aria-describedby="c-probe-hint" on:change=on_report />
+                <p class="hint" id="c-probe-hint">{t(lang, k::CALC_PROBE_REPORT_HINT)}</p>
+                {move || probe_note.get().map(|n| view! { <p class="hint" id="c-probe-note" role="status">{n}</p> })}
             </div>
             <div class="field">
                 <label for="c-card2">{t(lang, k::CALC_COMPARE)}</label>
