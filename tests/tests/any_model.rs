@@ -283,6 +283,17 @@ fn the_cli_answers_for_a_card() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("neither a catalog GPU id nor a size"));
     let o = out(&["--gpu", "8GiB", "--other-gib", "9"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("whole card"));
+    // System RAM: the verdict says whether it holds what llama.cpp keeps there (the token
+    // embedding at least); a size of 0 is refused with the option's name.
+    let o = out(&["--gpu", "rtx-3060-12gb", "--ram-gib", "16"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdict"]["ram"]["ram_bytes"], json!((16.0 * GIB) as u64));
+    assert_eq!(v["verdict"]["ram"]["host_bytes"], v["host_bytes"]);
+    assert_eq!(v["verdict"]["ram"]["fits"], json!(true));
+    let o = out(&["--gpu", "rtx-3060-12gb", "--ram-gib", "0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--ram-gib: system RAM must be"), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 fn fixtures() -> std::path::PathBuf {
@@ -323,13 +334,7 @@ fn model_files_give_exact_counts_and_bytes() {
         let f = run(w.clone());
         // The file's bytes, split as llama.cpp splits them: the token embedding in system RAM
         // (a tied output keeps a copy of it on the GPU).
-        let ram: f64 = f
-            .notes
-            .iter()
-            .find(|n| n.id == "system-ram")
-            .and_then(|n| n.values.get("bytes"))
-            .map(|v| v.parse().unwrap())
-            .unwrap_or(0.0);
+        let ram = f.host.iter().find(|t| t.term == "weights").map_or(0.0, |t| t.bytes as f64);
         let tied = f.architecture.as_ref().unwrap().tied_embeddings;
         let total = term(&f, "weights") as f64 + if tied { 0.0 } else { ram };
         assert!(

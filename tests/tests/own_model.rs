@@ -181,7 +181,7 @@ fn model_files_are_read_header_first_by_parsers_loaded_on_demand() {
     // The file's exact bytes, split as llama.cpp splits them: the token embedding stays in
     // system RAM (a tied output keeps a copy on the GPU).
     let on_gpu = want.breakdown.iter().find(|t| t.term == "weights").unwrap().bytes as f64;
-    let ram: f64 = want.notes.iter().find(|n| n.id == "system-ram").and_then(|n| n.values.get("bytes")).map(|v| v.parse().unwrap()).unwrap_or(0.0);
+    let ram = want.host.iter().find(|t| t.term == "weights").map_or(0.0, |t| t.bytes as f64);
     let tied = want.architecture.as_ref().unwrap().tied_embeddings;
     assert!((on_gpu + if tied { 0.0 } else { ram } - f.weight_bytes.unwrap() as f64).abs() <= 2.0);
     assert_eq!(b.js("return document.getElementById('c-weights').value"), d.weights_format.unwrap().as_str());

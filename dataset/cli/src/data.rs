@@ -189,7 +189,13 @@ pub fn default_measurements_dir() -> PathBuf {
 }
 
 /// `dataset fit`: one JSON document per input workload (an array when the input is an array).
-pub fn fit(dir: &Path, input: &Path, gpu: Option<&str>, other_gib: f64) -> Result<(), String> {
+pub fn fit(
+    dir: &Path,
+    input: &Path,
+    gpu: Option<&str>,
+    other_gib: f64,
+    ram_gib: Option<f64>,
+) -> Result<(), String> {
     let text = if input.as_os_str() == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
@@ -204,7 +210,9 @@ pub fn fit(dir: &Path, input: &Path, gpu: Option<&str>, other_gib: f64) -> Resul
     let card = match gpu {
         Some(g) => Some(
             headroom_core::fit::Card::parse(&loaded.dataset, g, other_gib)
-                .map_err(|e| format!("--gpu: {e}"))?,
+                .map_err(|e| format!("--gpu: {e}"))?
+                .with_ram(ram_gib)
+                .map_err(|e| format!("--ram-gib: {e}"))?,
         ),
         None => None,
     };
@@ -506,8 +514,8 @@ pub fn accuracy(
         const M: f64 = 1024.0 * 1024.0;
         println!();
         println!(
-            "{:<62} {:>9} {:>9} {:>8} {:>8}   {:>9} {:>8}",
-            "llama.cpp case (MiB)", "measured", "predicted", "error", "MiB", "llama.cpp", "error"
+            "{:<62} {:>9} {:>9} {:>8} {:>8}   {:>9} {:>8}   {:>8} {:>8}",
+            "llama.cpp case (MiB)", "measured", "predicted", "error", "MiB", "llama.cpp", "error", "RAM", "engine"
         );
         for r in &lrows {
             let est = r
@@ -520,18 +528,29 @@ pub fn accuracy(
                     )
                 })
                 .unwrap_or_else(|| format!("{:>9} {:>8}", "-", "-"));
+            let host = r
+                .host_measured
+                .map(|h| format!("{:>8.0}", h as f64 / M))
+                .unwrap_or_else(|| format!("{:>8}", "-"));
             println!(
-                "{:<62} {:>9.0} {:>9.0} {:>+7.1}% {:>+8.0}   {}{}",
+                "{:<62} {:>9.0} {:>9.0} {:>+7.1}% {:>+8.0}   {}   {} {:>8.0}{}{}",
                 r.id,
                 r.measured as f64 / M,
                 r.predicted as f64 / M,
                 r.error * 100.0,
                 r.error_bytes as f64 / M,
                 est,
+                host,
+                r.host_predicted as f64 / M,
                 if r.within_tolerance {
                     ""
                 } else {
                     "  OUT OF TOLERANCE"
+                },
+                if r.host_within_tolerance {
+                    ""
+                } else {
+                    "  RAM OUT OF TOLERANCE"
                 }
             );
         }
@@ -547,11 +566,24 @@ pub fn accuracy(
                 w.error_bytes as f64 / M
             );
         }
+        if let Some(w) = lrows
+            .iter()
+            .filter_map(|r| Some((r, r.host_measured?)))
+            .max_by_key(|(r, m)| (r.host_predicted as i64 - *m as i64).unsigned_abs())
+        {
+            println!(
+                "llama.cpp host buffers (system RAM): {} cases against llama.cpp's own figure, worst {} {:+.0} MiB",
+                lrows.iter().filter(|r| r.host_measured.is_some()).count(),
+                w.0.id,
+                (w.0.host_predicted as f64 - w.1 as f64) / M
+            );
+        }
     }
     let bad: Vec<&str> = rows
         .iter()
         .filter(|r| !r.within_tolerance)
         .map(|r| r.id.as_str())
+        .chain(lrows.iter().filter(|r| !r.host_within_tolerance).map(|r| r.id.as_str()))
         .collect();
     if bad.is_empty() {
         Ok(())

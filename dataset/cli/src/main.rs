@@ -64,6 +64,10 @@ enum Command {
         /// GiB of the card other processes already use (desktop, browser, another model).
         #[arg(long, value_name = "GIB", default_value_t = 0.0, requires = "gpu")]
         other_gib: f64,
+        /// GiB of system RAM the workload may use: the verdict then says whether RAM holds what
+        /// the workload keeps there (layers left off the GPU, offloaded components).
+        #[arg(long, value_name = "GIB", requires = "gpu")]
+        ram_gib: Option<f64>,
     },
     /// Describe a model file as the fit engine reads it: a GGUF, a .safetensors file, a
     /// model.safetensors.index.json or a config.json (only headers are read).
@@ -187,7 +191,8 @@ fn main() -> ExitCode {
             data,
             gpu,
             other_gib,
-        } => data::fit(&data, &input, gpu.as_deref(), other_gib),
+            ram_gib,
+        } => data::fit(&data, &input, gpu.as_deref(), other_gib, ram_gib),
         Command::Model {
             path,
             config,

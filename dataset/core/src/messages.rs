@@ -33,6 +33,10 @@ pub const MESSAGES: &[(&str, &str)] = &[
         "card-other-whole",
         "other processes already use the whole card",
     ),
+    (
+        "card-ram-invalid",
+        "system RAM must be a size above 0 GiB",
+    ),
     ("config-not-object", "config.json must be a JSON object"),
     (
         "config-no-model-type",

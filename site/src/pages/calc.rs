@@ -1136,7 +1136,6 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         "vllm-share" => k::NOTE_VLLM_SHARE,
         "vllm-unmodelled" => k::NOTE_VLLM_UNMODELLED,
         "gpu-layers" => k::NOTE_GPU_LAYERS,
-        "system-ram" => k::NOTE_SYSTEM_RAM,
         "ollama-settings" => k::NOTE_OLLAMA_SETTINGS,
         "peak-optimizer-step" => k::NOTE_PEAK_OPTIMIZER_STEP,
         "peak-backward-end" => k::NOTE_PEAK_BACKWARD_END,

@@ -95,6 +95,17 @@ pub struct LlamaRow {
     pub error: f64,
     pub error_bytes: i64,
     pub within_tolerance: bool,
+    /// llama.cpp's own figure for its host buffers (model + context + compute), when it gave one.
+    pub host_measured: Option<u64>,
+    /// What the engine puts in system RAM.
+    pub host_predicted: u64,
+    pub host_within_tolerance: bool,
+}
+
+/// Host buffers are held to 2 % or 16 MiB (llama.cpp prints each of its three in whole MiB).
+pub fn host_within(measured: u64, predicted: u64) -> bool {
+    const MIB: f64 = 1024.0 * 1024.0;
+    (predicted as f64 - measured as f64).abs() <= (measured as f64 * 0.02).max(16.0 * MIB)
 }
 
 /// llama.cpp runs are held to 2 % or 256 MiB, and never under the measured peak by more than
@@ -120,10 +131,15 @@ pub fn llama_accuracy(ds: &Dataset, refs: &[LlamaReference]) -> Result<Vec<Llama
         let w = Workload::from_value(&r.workload).map_err(|e| format!("{}: {e}", r.id))?;
         let b = breakdown(ds, &w).map_err(|e| format!("{}: {e}", r.id))?;
         let predicted: u64 = b.terms.iter().map(|t| t.bytes).sum();
-        let estimate = r.fit_print.get("CUDA0").and_then(|d| {
-            let mib = |k: &str| d.get(k).and_then(|v| v.as_u64());
-            Some((mib("model_mib")? + mib("context_mib")? + mib("compute_mib")?) * 1024 * 1024)
-        });
+        let printed = |device: &str| {
+            r.fit_print.get(device).and_then(|d| {
+                let mib = |k: &str| d.get(k).and_then(|v| v.as_u64());
+                Some((mib("model_mib")? + mib("context_mib")? + mib("compute_mib")?) * 1024 * 1024)
+            })
+        };
+        let estimate = printed("CUDA0");
+        let host_measured = printed("Host");
+        let host_predicted = b.host_bytes();
         let err = predicted as i64 - r.peak_minus_idle as i64;
         rows.push(LlamaRow {
             id: r.id.clone(),
@@ -133,6 +149,9 @@ pub fn llama_accuracy(ds: &Dataset, refs: &[LlamaReference]) -> Result<Vec<Llama
             error: err as f64 / r.peak_minus_idle as f64,
             error_bytes: err,
             within_tolerance: llama_within(r.peak_minus_idle, predicted),
+            host_measured,
+            host_predicted,
+            host_within_tolerance: host_measured.is_none_or(|m| host_within(m, host_predicted)),
         });
     }
     Ok(rows)

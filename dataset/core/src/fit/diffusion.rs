@@ -322,6 +322,22 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
             }
         }
     }
+    // System RAM: with model or sequential offload the whole pipeline's weights wait there; text
+    // encoders run there when placed on the CPU; swapped blocks live there.
+    let offloaded = d.component == Component::Pipeline && d.offload != Offload::None;
+    let den_all_one = den_weights_one + denoisers.iter().skip(1).map(|c| c.params as f64 * den_fmt.bytes_per_weight()).sum::<f64>();
+    if offloaded {
+        b.add_host("weights", den_all_one, &["diffusers-offload-weights-in-ram"]);
+        b.add_host("text-encoder-weights", te_weights, &["diffusers-offload-weights-in-ram"]);
+        b.add_host("vae-weights", vae_weights, &["diffusers-offload-weights-in-ram"]);
+    } else {
+        if d.block_swap > 0 && matches!(d.component, Component::Pipeline | Component::Denoiser) {
+            b.add_host("weights", den_weights_one - den_resident, &["wan-wrapper-block-swap"]);
+        }
+        if !te_on_gpu && d.component == Component::Pipeline {
+            b.add_host("text-encoder-weights", te_weights, te_claims);
+        }
+    }
     if d.block_swap > 0 {
         b.note("block-swap", &[("swapped", d.block_swap.to_string()), ("blocks", den_layers.to_string())], "{swapped} of {blocks} denoiser blocks live in system RAM and are copied in as needed (slower)");
     }

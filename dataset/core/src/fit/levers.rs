@@ -32,11 +32,18 @@ pub struct Plan {
     /// The workload with every change applied.
     pub workload: Value,
     pub peak_bytes: u64,
+    /// What the workload then keeps in system RAM.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_bytes: u64,
     /// Budget left with the plan applied.
     pub spare_bytes: i64,
     /// What the plan costs: the distinct costs of its levers.
     pub costs: Vec<String>,
     pub claims: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One option along a dimension.
@@ -805,10 +812,18 @@ pub(crate) fn levers(
 /// Candidates the plan search may run the engine on before it gives up.
 const MAX_EVALUATIONS: usize = 1500;
 
-/// The cheapest combination of levers that brings the workload within `budget` bytes; `None`
-/// when it already fits or when nothing the levers reach fits.
-pub(crate) fn plan(ds: &Dataset, w: &Workload, base_peak: u64, budget: u64) -> Option<Plan> {
-    if base_peak <= budget {
+/// The cheapest combination of levers that brings the workload within `budget` bytes of the GPU
+/// (and, when `ram` is given, within that much system RAM); `None` when it already fits or when
+/// nothing the levers reach fits. `base` is the workload's (GPU peak, system RAM).
+pub(crate) fn plan(
+    ds: &Dataset,
+    w: &Workload,
+    base: (u64, u64),
+    budget: u64,
+    ram: Option<u64>,
+) -> Option<Plan> {
+    let within = |(gpu, host): (u64, u64)| gpu <= budget && ram.is_none_or(|r| host <= r);
+    if within(base) {
         return None;
     }
     let dims = dimensions(ds, w).ok()?;
@@ -838,8 +853,8 @@ pub(crate) fn plan(ds: &Dataset, w: &Workload, base_peak: u64, budget: u64) -> O
             return None;
         }
         let candidate = apply(w, &changes_of(&idx));
-        if rank > 0 && peak(ds, &candidate).is_some_and(|p| p <= budget) {
-            return Some(finish(ds, w, &dims, &idx, budget));
+        if rank > 0 && super::usage_of(ds, &candidate).is_some_and(within) {
+            return Some(finish(ds, w, &dims, &idx, &within, budget));
         }
         for d in 0..dims.len() {
             if (idx[d] as usize) < dims[d].steps.len() {
@@ -857,7 +872,14 @@ pub(crate) fn plan(ds: &Dataset, w: &Workload, base_peak: u64, budget: u64) -> O
 
 /// The plan from the chosen steps: numeric changes moved back towards the user's value as far as
 /// the budget allows.
-fn finish(ds: &Dataset, base: &Workload, dims: &[Dimension], idx: &[u8], budget: u64) -> Plan {
+fn finish(
+    ds: &Dataset,
+    base: &Workload,
+    dims: &[Dimension],
+    idx: &[u8],
+    within: &dyn Fn((u64, u64)) -> bool,
+    budget: u64,
+) -> Plan {
     let mut chosen: Vec<(&'static str, Value)> = idx
         .iter()
         .zip(dims)
@@ -894,7 +916,7 @@ fn finish(ds: &Dataset, base: &Workload, dims: &[Dimension], idx: &[u8], budget:
             }
             let mut trial = chosen.clone();
             trial[pos].1 = json!(v);
-            if peak(ds, &apply(base, &trial)).is_some_and(|p| p <= budget) {
+            if super::usage_of(ds, &apply(base, &trial)).is_some_and(within) {
                 good = mid;
             } else {
                 bad = mid;
@@ -903,7 +925,7 @@ fn finish(ds: &Dataset, base: &Workload, dims: &[Dimension], idx: &[u8], budget:
         chosen[pos].1 = json!(value_at(good));
     }
     let alt = apply(base, &chosen);
-    let p = peak(ds, &alt).unwrap_or(u64::MAX);
+    let (p, host) = super::usage_of(ds, &alt).unwrap_or((u64::MAX, 0));
     let mut costs: Vec<String> = Vec::new();
     let mut claims: Vec<String> = Vec::new();
     for (i, d) in idx.iter().zip(dims).filter(|(i, _)| **i > 0) {
@@ -927,6 +949,7 @@ fn finish(ds: &Dataset, base: &Workload, dims: &[Dimension], idx: &[u8], budget:
             .collect(),
         workload: alt.to_value(),
         peak_bytes: p,
+        host_bytes: host,
         spare_bytes: budget as i64 - p as i64,
         costs,
         claims,

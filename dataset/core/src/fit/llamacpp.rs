@@ -586,14 +586,16 @@ pub(crate) fn breakdown(
         oclaims.push("fit-llamacpp-moe-overhead");
     }
     b.add("cuda-context", overhead, &oclaims);
-    let host = host_w + kv_host;
-    if host > 0.0 {
-        b.note(
-            "system-ram",
-            &[("bytes", format!("{:.0}", host))],
-            "System RAM holds {bytes} of weights and cache: the token embedding always, and the layers and experts kept off the GPU.",
-        );
-    }
+    // System RAM: the token embedding, the layers and experts kept off the GPU with their KV
+    // cache, and the host compute buffer (the graph inputs the CUDA backend copies in: the
+    // embedded micro-batch and the attention masks).
+    b.add_host("weights", host_w, &["llamacpp-token-embedding-on-host", "llamacpp-gpu-layers-placement", "llamacpp-mmap-default"]);
+    b.add_host("kv-cache", kv_host, &kv_claims);
+    let masks = if sliding > 0 { n_kv + swa_cells as f64 } else { n_kv };
+    let host_compute = ub * h * claim_number(ds, "fit-llamacpp-host-compute-buffer")?
+        + masks * ub * if fa { 2.0 } else { 4.0 }
+        + if fa { 0.0 } else { ub * q * 2.0 };
+    b.add_host("compute-buffer", host_compute, &["fit-llamacpp-host-compute-buffer"]);
     if gpu_layers <= layers {
         b.note(
             "gpu-layers",

@@ -72,6 +72,9 @@ pub struct Card {
     pub memory_bytes: u64,
     /// Memory other processes already use on it.
     pub other_bytes: u64,
+    /// System RAM the workload may use, when the user gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ram_bytes: Option<u64>,
 }
 
 /// The verdict for the card: the budget and what is left of it (negative: short by that much).
@@ -79,6 +82,18 @@ pub struct Card {
 pub struct Verdict {
     pub card: Card,
     pub budget_bytes: u64,
+    pub spare_bytes: i64,
+    pub fits: bool,
+    /// With the system RAM given and a workload that keeps something there: whether it holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ram: Option<RamVerdict>,
+}
+
+/// Whether system RAM holds what the workload keeps there (negative spare: short by that much).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RamVerdict {
+    pub ram_bytes: u64,
+    pub host_bytes: u64,
     pub spare_bytes: i64,
     pub fits: bool,
 }
@@ -121,6 +136,13 @@ pub struct Fit {
     /// Tensor memory at the peak (what `torch.cuda.max_memory_allocated` reports).
     pub tensor_bytes: u64,
     pub breakdown: Vec<Term>,
+    /// What the workload holds in system RAM at the same time (weights and caches kept off the
+    /// GPU, offloaded components, buffers), term by term; empty when nothing is kept there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host: Vec<Term>,
+    /// The sum of `host`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_bytes: u64,
     /// Catalog GPUs it fits on, most headroom last... sorted by memory ascending.
     pub fits: Vec<GpuFit>,
     pub levers: Vec<Lever>,
@@ -152,6 +174,8 @@ pub struct Note {
 /// What the engine modules return before fits and levers are added.
 pub(crate) struct Breakdown {
     pub terms: Vec<Term>,
+    /// What is held in system RAM (see [`Fit::host`]).
+    pub host: Vec<Term>,
     pub notes: Vec<Note>,
     pub arch: Option<Architecture>,
     /// Only the peak is wanted (the searches over the engine): notes are not written.
@@ -162,6 +186,7 @@ impl Breakdown {
     pub fn new() -> Breakdown {
         Breakdown {
             terms: Vec::new(),
+            host: Vec::new(),
             notes: Vec::new(),
             arch: None,
             quiet: false,
@@ -169,25 +194,14 @@ impl Breakdown {
     }
 
     pub fn add(&mut self, term: &str, bytes: f64, claims: &[&str]) {
-        let bytes = bytes.max(0.0).round() as u64;
-        if bytes == 0 && term != "allocator-headroom" {
-            return;
-        }
-        if let Some(t) = self.terms.iter_mut().find(|t| t.term == term) {
-            t.bytes += bytes;
-            for c in claims {
-                if !t.claims.iter().any(|x| x == c) {
-                    t.claims.push(c.to_string());
-                }
-            }
-        } else {
-            self.terms.push(Term {
-                term: term.into(),
-                bytes,
-                claims: claims.iter().map(|s| s.to_string()).collect(),
-            });
-        }
+        put(&mut self.terms, term, bytes, claims);
     }
+
+    /// Adds to what the workload holds in system RAM.
+    pub fn add_host(&mut self, term: &str, bytes: f64, claims: &[&str]) {
+        put(&mut self.host, term, bytes, claims);
+    }
+
 
     /// Adds a note: `text` with `{name}` placeholders filled from `values`.
     pub fn note(&mut self, id: &str, values: &[(&str, String)], text: &str) {
@@ -211,6 +225,10 @@ impl Breakdown {
         });
     }
 
+    pub fn host_bytes(&self) -> u64 {
+        self.host.iter().map(|t| t.bytes).sum()
+    }
+
     pub fn tensor_bytes(&self) -> u64 {
         self.terms
             .iter()
@@ -218,6 +236,32 @@ impl Breakdown {
             .map(|t| t.bytes)
             .sum()
     }
+}
+
+/// Adds `bytes` to `term` in `terms` (a new term at the end), with its claims.
+fn put(terms: &mut Vec<Term>, term: &str, bytes: f64, claims: &[&str]) {
+    let bytes = bytes.max(0.0).round() as u64;
+    if bytes == 0 && term != "allocator-headroom" {
+        return;
+    }
+    if let Some(t) = terms.iter_mut().find(|t| t.term == term) {
+        t.bytes += bytes;
+        for c in claims {
+            if !t.claims.iter().any(|x| x == c) {
+                t.claims.push(c.to_string());
+            }
+        }
+    } else {
+        terms.push(Term {
+            term: term.into(),
+            bytes,
+            claims: claims.iter().map(|s| s.to_string()).collect(),
+        });
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A number the engine takes from a claim's value (so every constant has its evidence).
@@ -308,12 +352,17 @@ pub(crate) fn breakdown(ds: &Dataset, w: &Workload) -> Result<Breakdown, String>
 /// The peak alone (what the searches over the engine need): the same breakdown, without the
 /// notes and claim lookups that only the shown result needs.
 pub(crate) fn peak_of(ds: &Dataset, w: &Workload) -> Option<u64> {
+    usage_of(ds, w).map(|u| u.0)
+}
+
+/// The peak on the GPU and what is held in system RAM, the same way as [`peak_of`].
+pub(crate) fn usage_of(ds: &Dataset, w: &Workload) -> Option<(u64, u64)> {
     let b = match w {
         Workload::LlmInference(l) => llm::breakdown_with(ds, l, false),
         Workload::Training(t) => training::breakdown_with(ds, t, false),
         Workload::Diffusion(d) => diffusion::breakdown_with(ds, d, false),
     };
-    b.ok().map(|b| total(&b))
+    b.ok().map(|b| (total(&b), b.host_bytes()))
 }
 
 fn total(b: &Breakdown) -> u64 {
@@ -370,7 +419,9 @@ pub fn fit(ds: &Dataset, w: &Workload) -> Result<Fit, String> {
         architecture: b.arch.clone(),
         peak_bytes: peak,
         tensor_bytes: b.tensor_bytes(),
+        host_bytes: b.host_bytes(),
         breakdown: b.terms,
+        host: b.host,
         fits,
         levers,
         notes: b.notes,
@@ -386,8 +437,15 @@ pub fn fit_on(ds: &Dataset, w: &Workload, card: &Card) -> Result<Fit, String> {
     let mut f = fit(ds, w)?;
     let budget = card.budget_bytes();
     f.levers = levers::levers(ds, w, f.peak_bytes, Some(budget));
-    f.plan = levers::plan(ds, w, f.peak_bytes, budget);
-    f.verdict = Some(Verdict::of(card, f.peak_bytes));
+    f.plan = levers::plan(ds, w, (f.peak_bytes, f.host_bytes), budget, card.ram_bytes);
+    let mut v = Verdict::of(card, f.peak_bytes);
+    v.ram = card.ram_bytes.filter(|_| f.host_bytes > 0).map(|ram| RamVerdict {
+        ram_bytes: ram,
+        host_bytes: f.host_bytes,
+        spare_bytes: ram as i64 - f.host_bytes as i64,
+        fits: f.host_bytes <= ram,
+    });
+    f.verdict = Some(v);
     f.answers = Some(search::answers(ds, w, budget)?);
     Ok(f)
 }
@@ -401,6 +459,7 @@ impl Verdict {
             budget_bytes: budget,
             spare_bytes: budget as i64 - peak_bytes as i64,
             fits: peak_bytes <= budget,
+            ram: None,
         }
     }
 }
@@ -437,7 +496,19 @@ impl Card {
             name,
             memory_bytes: total as u64,
             other_bytes: other as u64,
+            ram_bytes: None,
         })
+    }
+
+    /// The card with the system RAM the workload may use, in GiB (none: not asked).
+    pub fn with_ram(mut self, ram_gib: Option<f64>) -> Result<Card, String> {
+        if let Some(g) = ram_gib {
+            if !(g > 0.0 && g <= 65536.0) {
+                return Err(crate::messages::say("card-ram-invalid", &[]));
+            }
+            self.ram_bytes = Some((g * GIB) as u64);
+        }
+        Ok(self)
     }
 
     /// What the workload may use: the card less what other processes hold.

@@ -14,7 +14,8 @@ pub struct GpuLayers {
     /// and the context are on the GPU; `of`, the model's layers plus one, = all).
     pub layers: u32,
     pub of: u32,
-    /// Weights and KV cache of the layers left in system RAM.
+    /// What the process then holds in system RAM (the layers left there with their KV cache, the
+    /// token embedding, the host compute buffer).
     pub ram_bytes: u64,
     /// The peak on the GPU with that many layers.
     pub peak_bytes: u64,
@@ -170,19 +171,11 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
                     &mut |n| peak(ds, &with(&|x| x.gpu_layers = Some(n as u32))),
                     budget_bytes,
                 ) {
-                    let all = breakdown(ds, &with(&|x| x.gpu_layers = None))?;
-                    let resident = |b: &Breakdown| -> u64 {
-                        b.terms
-                            .iter()
-                            .filter(|t| t.term == "weights" || t.term == "kv-cache")
-                            .map(|t| t.bytes)
-                            .sum()
-                    };
                     let on_gpu = breakdown(ds, &with(&|x| x.gpu_layers = Some(n as u32)))?;
                     a.gpu_layers = Some(GpuLayers {
                         layers: n as u32,
                         of: layers as u32,
-                        ram_bytes: resident(&all).saturating_sub(resident(&on_gpu)),
+                        ram_bytes: on_gpu.host_bytes(),
                         peak_bytes: p,
                     });
                 }
