@@ -376,3 +376,53 @@ fn the_calculator_in_many_states_shows_no_english_in_other_languages() {
         }
     }
 }
+
+/// GPU + system RAM: the calculator asks for the RAM only when the workload keeps something there
+/// (diffusers' offload, llama.cpp's host buffers), shows what is held there term by term, judges
+/// the RAM given, and plans within it: on a phone, in Spanish.
+#[test]
+fn system_ram_is_asked_when_it_matters_judged_and_planned_within() {
+    let tmp = TempDir::new("card-ram");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    b.resize(390, 844);
+    let ds = &loaded().dataset;
+    let lang = Lang::Es;
+    let flux = json!({"kind":"diffusion","model":"flux.1-dev","precision":"bf16","width":1024,"height":1024,"batch":1,"cfg":false});
+    // Nothing offloaded: nothing in RAM, and no RAM asked.
+    b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), query(&flux, "rtx-4090")));
+    wait_app(&b);
+    b.wait_js("return !!document.getElementById('verdict')");
+    assert_eq!(b.js("return !!document.getElementById('c-ram') || !!document.getElementById('host')"), json!(false));
+    // Model offload on a 16 GiB card: the whole pipeline waits in RAM; the field appears.
+    let mut offload = flux.clone();
+    offload["offload"] = json!("model");
+    let f = engine_on(&offload, "16");
+    b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), query(&offload, "16")));
+    wait_app(&b);
+    b.wait_js(&format!("return document.getElementById('host')?.dataset.bytes === '{}'", f.host_bytes));
+    assert_eq!(b.js("return document.querySelectorAll('#host-terms tr').length"), json!(f.host.len()));
+    assert!(b.text("#host-terms").unwrap().contains(&gib(f.host[0].bytes as f64, lang)));
+    b.send_keys("#c-ram", "16");
+    b.wait_js("return document.getElementById('ram-verdict')?.dataset.fits === 'false'");
+    let card = Card::parse(ds, "16", 0.0).unwrap().with_ram(Some(16.0)).unwrap();
+    let f = fit_on(ds, &parse_input(&offload.to_string()).unwrap()[0], &card).unwrap();
+    let r = f.verdict.as_ref().unwrap().ram.clone().unwrap();
+    let want = fmt(lang, k::CALC_RAM_SHORT, &[("ram", &gib(r.ram_bytes as f64, lang)), ("host", &gib(r.host_bytes as f64, lang)), ("size", &gib(-r.spare_bytes as f64, lang))]);
+    assert_eq!(b.text("#ram-verdict").unwrap(), want);
+    assert!(b.current_url().contains("ram=16"), "{}", b.current_url());
+    no_english(&b, lang);
+    // Flux as it is on a 12 GiB card with 16 GiB of RAM: the plan keeps within both and says
+    // what it keeps in RAM.
+    b.goto(&format!("{}{}{}&ram=16", server.url, Route::Calculator.path(lang), query(&flux, "12")));
+    wait_app(&b);
+    let card = Card::parse(ds, "12", 0.0).unwrap().with_ram(Some(16.0)).unwrap();
+    let f = fit_on(ds, &parse_input(&flux.to_string()).unwrap()[0], &card).unwrap();
+    let plan = f.plan.expect("a plan within 12 GiB and 16 GiB of RAM");
+    assert!(plan.host_bytes > 0 && plan.host_bytes <= 16 << 30);
+    b.wait_js(&format!("return document.getElementById('plan')?.dataset.peak === '{}'", plan.peak_bytes));
+    assert_eq!(b.text("#plan-ram").unwrap(), fmt(lang, k::CALC_PLAN_RAM, &[("size", &gib(plan.host_bytes as f64, lang))]));
+    // A RAM of 0 is not a size: the field keeps it out of the state.
+    b.js("const i = document.getElementById('c-ram'); i.value = '0'; i.dispatchEvent(new Event('input', {bubbles: true})); return 1");
+    b.wait_js("return !location.search.includes('ram=')");
+}

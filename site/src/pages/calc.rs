@@ -27,7 +27,7 @@ pub enum NoResult {
 }
 
 /// The card a state names under `key` (`card` or `card2`): a catalog id or a size in GiB (`12`,
-/// `12GB`, `16GiB`), less `other` GiB used by other processes.
+/// `12GB`, `16GiB`), less `other` GiB used by other processes, with `ram` GiB of system RAM.
 pub fn card_in(ds: &headroom_core::Dataset, s: &State, key: &str) -> Option<Result<Card, String>> {
     let spec = match s.get(key)? {
         Value::String(x) if !x.trim().is_empty() => x.trim().to_string(),
@@ -35,7 +35,8 @@ pub fn card_in(ds: &headroom_core::Dataset, s: &State, key: &str) -> Option<Resu
         _ => return None,
     };
     let other = s.get("other").and_then(Value::as_f64).unwrap_or(0.0);
-    Some(Card::parse(ds, &spec, other))
+    let ram = s.get("ram").and_then(Value::as_f64);
+    Some(Card::parse(ds, &spec, other).and_then(|c| c.with_ram(ram)))
 }
 
 /// The fit for a calculator state: a `card` adds the verdict, the plan and the answers for that
@@ -878,6 +879,10 @@ fn verdict_view(
             <section class=class id=id tabindex="-1" data-fits=v.fits.to_string() data-spare=v.spare_bytes.to_string()>
                 <p class="verdict-line"><strong>{verdict_line(lang, v)}</strong></p>
                 <p class="muted">{budget_line(lang, v)}</p>
+                {v.ram.as_ref().map(|r| {
+                    let (key, size) = if r.fits { (k::CALC_RAM_FITS, r.spare_bytes) } else { (k::CALC_RAM_SHORT, -r.spare_bytes) };
+                    view! { <p id="ram-verdict" data-fits=r.fits.to_string()>{fmt(lang, key, &[("ram", &gib(r.ram_bytes as f64, lang)), ("host", &gib(r.host_bytes as f64, lang)), ("size", &gib(size as f64, lang))])}</p> }
+                })}
                 {a}
             </section>
         }
@@ -922,6 +927,7 @@ fn plan_view(
                     <ul>{items.into_iter().map(|(f, text)| view! { <li data-field=f>{text}</li> }).collect_view()}</ul>
                     <p>
                         <strong>{fmt(lang, k::CALC_PLAN_RESULT, &[("peak", &gib(p.peak_bytes as f64, lang)), ("spare", &gib(p.spare_bytes as f64, lang))])}</strong>
+                        {(p.host_bytes > 0).then(|| view! { " " <span id="plan-ram">{fmt(lang, k::CALC_PLAN_RAM, &[("size", &gib(p.host_bytes as f64, lang))])}</span> })}
                         " " <span class="muted">{costs}</span>
                     </p>
                     <button type="button" id="plan-apply" class="apply" on:click=move |_| {
@@ -955,8 +961,8 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
         let left = v.budget_bytes as f64 / scale * 100.0;
         view! { <span class="budget-mark" style=format!("left:{left:.2}%") title=budget_line(lang, v)></span> }
     });
-    let rows = result
-        .breakdown
+    let rows_of = |terms: &[headroom_core::fit::Term]| {
+        terms
         .iter()
         .enumerate()
         .map(|(i, term)| {
@@ -969,7 +975,10 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
                 </tr>
             }
         })
-        .collect_view();
+        .collect_view()
+    };
+    let rows = rows_of(&result.breakdown);
+    let host_rows = (!result.host.is_empty()).then(|| rows_of(&result.host));
     let verdict = verdict_view(lang, &ds, state, &result);
     let plan = plan_view(lang, &ds, state, &result);
     let fit_item = move |g: headroom_core::fit::GpuFit| {
@@ -1026,6 +1035,11 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
             })}
             <h2>{t(lang, k::CALC_BREAKDOWN)}</h2>
             <div class="table-wrap"><table class="terms"><tbody>{rows}</tbody></table></div>
+            {host_rows.map(|rows| view! {
+                <h2>{t(lang, k::CALC_HOST)}</h2>
+                <p class="peak"><span>{t(lang, k::CALC_HOST_TOTAL)}</span>" "<strong id="host" data-bytes=result.host_bytes.to_string()>{gib(result.host_bytes as f64, lang)}</strong></p>
+                <div class="table-wrap"><table class="terms" id="host-terms"><tbody>{rows}</tbody></table></div>
+            })}
             <h2>{t(lang, k::CALC_FITS)}</h2>
             {if result.fits.is_empty() {
                 view! { <p id="fits-none">{t(lang, k::CALC_FITS_NONE)}</p> }.into_any()
@@ -1087,6 +1101,7 @@ pub fn error_text(lang: Lang, text: &str) -> String {
         "card-unknown" => k::ERROR_CARD_UNKNOWN,
         "card-other-negative" => k::ERROR_CARD_OTHER_NEGATIVE,
         "card-other-whole" => k::ERROR_CARD_OTHER_WHOLE,
+        "card-ram-invalid" => k::ERROR_CARD_RAM_INVALID,
         "config-not-object" => k::ERROR_CONFIG_NOT_OBJECT,
         "config-no-model-type" => k::ERROR_CONFIG_NO_MODEL_TYPE,
         "config-unknown-model-type" => k::ERROR_CONFIG_UNKNOWN_MODEL_TYPE,
@@ -1511,7 +1526,7 @@ fn OwnModelPanel(
     }
 }
 
-/// Where the reader's card is remembered (`{"card": …, "other": …}`).
+/// Where the reader's card is remembered (`{"card": …, "other": …, "ram": …}`).
 pub const CARD_STORE: &str = "headroom.card";
 
 /// Remembers the card fields for the next visit.
@@ -1520,7 +1535,7 @@ fn save_card(s: &State) {
     {
         use gloo_storage::Storage;
         let mut kept = State::new();
-        for key in ["card", "other"] {
+        for key in ["card", "other", "ram"] {
             if let Some(v) = s.get(key) {
                 kept.insert(key.into(), v.clone());
             }
@@ -1539,6 +1554,7 @@ fn CardPicker(
     ds: Data,
     state: RwSignal<State>,
     cards: Vec<(String, String)>,
+    result: Memo<Result<Fit, NoResult>>,
 ) -> impl IntoView {
     const SIZE: &str = "size";
     let is_catalog = {
@@ -1560,6 +1576,7 @@ fn CardPicker(
     };
     let size_node = NodeRef::<leptos::html::Input>::new();
     let other_node = NodeRef::<leptos::html::Input>::new();
+    let ram_node = NodeRef::<leptos::html::Input>::new();
     #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
     let ds_report = ds.clone();
     let size = move || {
@@ -1683,6 +1700,16 @@ fn CardPicker(
                     set("other", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|x| json!(x)));
                 } />
             </div>
+            {move || (state.with(|s| s.contains_key("ram")) || result.with(|r| r.as_ref().is_ok_and(|f| f.host_bytes > 0))).then(|| view! {
+                <div class="field">
+                    <label for="c-ram">{t(lang, k::CALC_RAM)}</label>
+                    <input node_ref=ram_node id="c-ram" type="text" inputmode="decimal" autocomplete="off" aria-describedby="c-ram-hint" prop:value=move || number_text(ram_node, state.with(|s| s.get("ram").cloned())) on:input=move |ev| {
+                        let v = event_target_value(&ev).trim().replace(',', ".");
+                        set("ram", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|x| json!(x)));
+                    } />
+                    <p class="hint" id="c-ram-hint">{t(lang, k::CALC_RAM_HINT)}</p>
+                </div>
+            })}
             <div class="field">
                 <label for="c-probe">{t(lang, k::CALC_PROBE_REPORT)}</label>
                 <input id="c-probe" type="file" accept=".json,application/json" aria-describedby="c-probe-hint" on:change=on_report />
@@ -1866,7 +1893,7 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
                 }).collect_view()}
             </ul>
         </details>
-        <CardPicker lang=lang ds=ds.clone() state=state cards=cards />
+        <CardPicker lang=lang ds=ds.clone() state=state cards=cards result=result />
         <Summary lang=lang result=result />
         <form class="calc" on:submit=|ev| ev.prevent_default()>
             {move || {

@@ -97,8 +97,9 @@ pub fn parse_query(query: &str) -> State {
 }
 
 /// Keys of the calculator state that are about the card, not the workload: `card` (a catalog id or a
-/// size), `other` (GiB other processes use), `card2` (a second card to compare).
-pub const CARD_KEYS: [&str; 3] = ["card", "other", "card2"];
+/// size), `other` (GiB other processes use), `ram` (GiB of system RAM), `card2` (a second card to
+/// compare).
+pub const CARD_KEYS: [&str; 4] = ["card", "other", "ram", "card2"];
 
 /// A state with every field the workload takes written out at its default (a link that names only
 /// a few fields opens with every control filled): the engine's own defaults, the task preset's
