@@ -45,8 +45,23 @@ pub fn is_loaded(_lang: Lang) -> bool {
 /// strings in key order.
 #[cfg(not(feature = "runtime"))]
 pub fn table_json(lang: Lang) -> String {
+    table_json_omitting(lang, &[])
+}
+
+/// Sections of the strings the calculator's bundle never shows (the other pages' own): its table,
+/// `data/ui-calc-<lang>.json`, leaves them empty, so a first visit does not download them.
+/// `tests/tidy.rs` checks that the calculator's sources use none of them.
+pub const CALCULATOR_OMITS: [&str; 6] = ["about", "gpus", "guides", "home", "lab", "probe"];
+
+/// [`table_json`] with the strings of the keys in `omit`'s sections left empty (same key list, so
+/// the table loads the same way).
+#[cfg(not(feature = "runtime"))]
+pub fn table_json_omitting(lang: Lang, omit: &[&str]) -> String {
     let mut v: Vec<&str> = vec![KEYS_HASH];
-    v.extend(STRINGS[row(lang)].iter().copied());
+    v.extend(STRINGS[row(lang)].iter().zip(KEYS).map(|(s, key)| {
+        let section = key.split('.').next().unwrap_or("");
+        if omit.contains(&section) { "" } else { *s }
+    }));
     serde_json::to_string(&v).expect("strings serialize")
 }
 

@@ -33,17 +33,17 @@ async fn dataset(bundle: Bundle, lang: Lang) -> Result<Arc<Dataset>, String> {
     Dataset::from_json(&body).map(Arc::new).map_err(|e| format!("{url}: {e}"))
 }
 
-/// The UI strings of one language (`/data/ui-<lang>.json`), once per page life.
-async fn strings(lang: Lang) -> Result<(), String> {
+/// The UI strings of one language for the bundle (`pages::ui_url`), once per page life.
+async fn strings(bundle: Bundle, lang: Lang) -> Result<(), String> {
     if headroom_i18n::is_loaded(lang) {
         return Ok(());
     }
-    headroom_i18n::load(lang, &fetch_text(&crate::pages::ui_url(lang)).await?)
+    headroom_i18n::load(lang, &fetch_text(&crate::pages::ui_url(bundle, lang)).await?)
 }
 
 /// What a page needs before it renders: its language's strings and data, fetched together.
 async fn page_data(bundle: Bundle, lang: Lang) -> Result<Arc<Dataset>, String> {
-    let (ui, ds) = futures::future::join(strings(lang), dataset(bundle, lang)).await;
+    let (ui, ds) = futures::future::join(strings(bundle, lang), dataset(bundle, lang)).await;
     ui.and(ds)
 }
 
@@ -176,7 +176,7 @@ pub fn App(bundle: Bundle, body: Body) -> impl IntoView {
         match (loaded, parsed.get()) {
             // Without its strings the message can only be the error itself.
             (Err(e), _) if !headroom_i18n::is_loaded(l) => view! { <main id="main"><p role="alert">{e}</p></main> }.into_any(),
-            (Err(e), _) => view! { <main id="main"><p role="alert">{fmt(l, k::HOME_LOAD_ERROR, &[("error", &e)])}</p></main> }.into_any(),
+            (Err(e), _) => view! { <main id="main"><p role="alert">{fmt(l, k::SHELL_LOAD_ERROR, &[("error", &e)])}</p></main> }.into_any(),
             // Not a page: "page not found" in its language.
             (Ok(_), None) => view! { <main id="main"><NotFoundBody lang=l /></main> }.into_any(),
             (Ok(_), Some((_, route))) if Bundle::of(&route) != bundle => {

@@ -238,10 +238,10 @@ pub fn Layout(lang: Lang, route: Route, title: String, #[prop(optional)] ds: Opt
         .collect_view();
     let footer = match &ds {
         Some(ds) => {
-            let count = |v| ds.claims.iter().filter(|c| c.verdict == v).count().to_string();
+            let count = |v| ds.verdict_count(v).to_string();
             fmt(
                 lang,
-                k::HOME_VERDICTS,
+                k::SHELL_VERDICTS,
                 &[
                     ("verified", &count(Verdict::Verified)),
                     ("qualified", &count(Verdict::Qualified)),

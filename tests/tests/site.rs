@@ -67,7 +67,7 @@ fn the_calculator_and_the_other_pages_are_two_bundles_linked_by_normal_navigatio
         wait_app(&b);
         assert_eq!(bundles_loaded(&b), ["calc"]);
         let data = b.js("return performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname).filter((p) => p.startsWith('/data/')).sort()");
-        assert_eq!(data, serde_json::json!([format!("/data/calc-{}.json", lang.code()), format!("/data/ui-{}.json", lang.code())]));
+        assert_eq!(data, serde_json::json!([format!("/data/calc-{}.json", lang.code()), format!("/data/ui-calc-{}.json", lang.code())]));
         // A link to another page is a normal navigation: a new document with the other bundle.
         b.js("window.__sameDocument = true; return 0");
         b.click(&format!("header a[href=\"{}\"]", Route::Claims.path(lang)));

@@ -36,7 +36,7 @@ fn first_load_size_time_to_interactive_and_recompute() {
     }
     // The calculator's data and the UI strings of its language (preloaded by the page, fetched
     // by the app either way).
-    for data in ["/data/calc-en.json", "/data/ui-en.json"] {
+    for data in ["/data/calc-en.json", "/data/ui-calc-en.json"] {
         if !urls.iter().any(|u| u == data) {
             urls.push(data.into());
         }

@@ -104,6 +104,10 @@ pub fn build(dir: &Path, i18n: &Path, out: &Path) -> Result<(), String> {
             format!("ui-{}.json", lang.code()),
             headroom_i18n::table_json(lang),
         )?;
+        write(
+            format!("ui-calc-{}.json", lang.code()),
+            headroom_i18n::table_json_omitting(lang, &headroom_i18n::CALCULATOR_OMITS),
+        )?;
     }
     for (lang, g) in &guides {
         write(
@@ -112,7 +116,7 @@ pub fn build(dir: &Path, i18n: &Path, out: &Path) -> Result<(), String> {
         )?;
     }
     println!(
-        "dataset build: {} claims -> {} (all languages); per language in {}: <lang>.json (compact), calc-<lang>.json, details-<lang>.json, guides-<lang>.json, ui-<lang>.json",
+        "dataset build: {} claims -> {} (all languages); per language in {}: <lang>.json (compact), calc-<lang>.json, details-<lang>.json, guides-<lang>.json, ui-<lang>.json, ui-calc-<lang>.json",
         loaded.dataset.claims.len(),
         path.display(),
         data_dir.display()

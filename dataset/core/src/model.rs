@@ -380,9 +380,25 @@ pub struct Dataset {
     /// `guides-<lang>.json`). Set by `dataset build` in each language's compact data.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guides: Vec<crate::guides::GuideSummary>,
+    /// Claims per verdict (verified, qualified, unverified, contradicted) where `claims` holds
+    /// only some of them (the calculator's data); see [`Dataset::verdict_count`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict_counts: Option<[usize; 4]>,
 }
 
 impl Dataset {
+    /// How many claims of the whole dataset have this verdict.
+    pub fn verdict_count(&self, v: Verdict) -> usize {
+        let i = [Verdict::Verified, Verdict::Qualified, Verdict::Unverified, Verdict::Contradicted]
+            .iter()
+            .position(|x| *x == v)
+            .unwrap_or(0);
+        match &self.verdict_counts {
+            Some(counts) => counts[i],
+            None => self.claims.iter().filter(|c| c.verdict == v).count(),
+        }
+    }
+
     pub fn claim(&self, id: &str) -> Option<&Claim> {
         self.claims.iter().find(|c| c.id == id)
     }
@@ -485,13 +501,18 @@ impl Dataset {
     }
 
     /// What the calculator loads (from a compact dataset): only what the fit engine and the
-    /// calculator's pages read. Contradicted claims keep only their id and verdict (the engine never
-    /// cites them; the page counts them). The other claims lose their derivations other than those
-    /// over a model's components (`params(…)`), their topics, tools, cards and related claims and,
-    /// left without a derivation, their conditions. The catalog's sources, the seeds and the guides
-    /// go too. `tests/calculator_data.rs` checks that the engine answers the same on it.
+    /// calculator's pages read: the claims the engine names or looks up (contradicted ones keep
+    /// only their id and verdict: the engine never cites them), with the counts per verdict of
+    /// all of them. The other claims lose their derivations other than those
+    /// over a model's components (`params(…)`), their topics, histories, tools, cards and related claims and,
+    /// left without a derivation, their conditions. The catalog's sources, the GPUs' values other
+    /// than memory, the seeds and the guides go too. `tests/calculator_data.rs` checks that the engine answers the same on it.
     pub fn for_calculator(&self) -> Dataset {
         let mut ds = self.clone();
+        ds.verdict_counts = Some([Verdict::Verified, Verdict::Qualified, Verdict::Unverified, Verdict::Contradicted].map(|v| self.verdict_count(v)));
+        // Only the claims the calculator can show or the engine reads are kept (the footer's
+        // counts are `verdict_counts`).
+        ds.claims.retain(|c| crate::fit::engine_names_claim(&c.id) || c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains("params("))));
         ds.alloc_recipes.clear();
         for c in &mut ds.claims {
             if c.verdict == Verdict::Contradicted {
@@ -507,6 +528,7 @@ impl Dataset {
                 c.correction = None;
             }
             c.topic.clear();
+            c.history.clear();
             c.tools.clear();
             c.related.clear();
             c.gpus.clear();
@@ -517,8 +539,16 @@ impl Dataset {
             }
         }
         let bare = |s: &mut Source| *s = Source::bare(s.kind, None);
+        // The calculator reads a GPU's id, name, segment and memory; the GPU table the rest.
         for g in &mut ds.gpus {
             bare(&mut g.source);
+            g.extra_sources.clear();
+            g.architecture.clear();
+            g.compute_capability.clear();
+            g.memory_type.clear();
+            g.interface.clear();
+            g.bus_width_bits = 0;
+            g.bandwidth_gbs = None;
         }
         for m in &mut ds.llms {
             bare(&mut m.source);

@@ -145,7 +145,7 @@ fn bundle_files(template: &str, bundle: Bundle) -> (String, String) {
 fn bundle_tags(template: &str, bundle: Bundle, lang: Lang) -> String {
     let (js, wasm) = bundle_files(template, bundle);
     let mut tags = format!("<link rel=\"modulepreload\" href=\"{js}\" />\n  <link rel=\"preload\" href=\"{wasm}\" as=\"fetch\" type=\"application/wasm\" crossorigin />\n");
-    for url in [bundle.data_url(lang), ui_url(lang)] {
+    for url in [bundle.data_url(lang), ui_url(bundle, lang)] {
         tags += &format!("  <link rel=\"preload\" href=\"{url}\" as=\"fetch\" type=\"application/json\" crossorigin />\n");
     }
     tags + &format!("  <script type=\"module\">import init from \"{js}\"; init({{ module_or_path: \"{wasm}\" }});</script>")
@@ -309,7 +309,7 @@ fn main() {
     // precaches the app and one language, not five).
     let mut langs = serde_json::Map::new();
     for lang in Lang::ALL {
-        let mut set = vec![Bundle::Pages.data_url(lang), Bundle::Calculator.data_url(lang), ui_url(lang), format!("/data/guides-{}.json", lang.code()), format!("/data/details-{}.json", lang.code())];
+        let mut set = vec![Bundle::Pages.data_url(lang), Bundle::Calculator.data_url(lang), ui_url(Bundle::Pages, lang), ui_url(Bundle::Calculator, lang), format!("/data/guides-{}.json", lang.code()), format!("/data/details-{}.json", lang.code())];
         set.extend(Route::NAV.iter().map(|r| r.path(lang)));
         set.push(format!("/{}/404.html", lang.code()));
         langs.insert(lang.code().to_string(), serde_json::json!(set));

@@ -99,9 +99,13 @@ impl Bundle {
 }
 
 /// Where a language's UI strings are (`dataset build` writes them; the browser build of
-/// headroom-i18n loads them).
-pub fn ui_url(lang: Lang) -> String {
-    format!("/data/ui-{}.json", lang.code())
+/// headroom-i18n loads them): the calculator's table leaves out the other pages' strings
+/// (`headroom_i18n::CALCULATOR_OMITS`).
+pub fn ui_url(bundle: Bundle, lang: Lang) -> String {
+    match bundle {
+        Bundle::Calculator => format!("/data/ui-calc-{}.json", lang.code()),
+        Bundle::Lab | Bundle::Pages => format!("/data/ui-{}.json", lang.code()),
+    }
 }
 
 /// The calculator bundle's body.
