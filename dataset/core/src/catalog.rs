@@ -14,21 +14,56 @@ pub enum Segment {
     Datacenter,
 }
 
+/// Who makes a GPU: which software stack runs on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    /// CUDA.
+    #[default]
+    Nvidia,
+    /// ROCm / HIP.
+    Amd,
+}
+
+impl Vendor {
+    fn is_nvidia(&self) -> bool {
+        *self == Vendor::Nvidia
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Gpu {
     pub id: String,
     pub name: String,
+    /// `nvidia` (the default) or `amd`.
+    #[serde(default, skip_serializing_if = "Vendor::is_nvidia")]
+    pub vendor: Vendor,
     pub segment: Segment,
     pub architecture: String,
+    /// NVIDIA: the CUDA compute capability ("8.9").
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub compute_capability: String,
+    /// AMD: the LLVM target name (`gfx1100`), what ROCm's libraries are built for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llvm_target: Option<String>,
+    /// AMD: the first ROCm release whose Linux support list names the card (`6.2`), or `none`
+    /// when no Linux list does (Windows HIP SDK only, or unlisted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rocm_linux: Option<String>,
     /// The vendor's nominal capacity, in the vendor's "GB" (for GPU memory these are GiB).
     pub memory_gb: f64,
+    /// Empty where no source states it (some AMD cards).
+    #[serde(default)]
     pub memory_type: String,
+    /// 0 where no source states it (some AMD cards).
+    #[serde(default)]
     pub bus_width_bits: u32,
     /// GB/s as the vendor states it; absent where the vendor gives none (laptop parts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bandwidth_gbs: Option<f64>,
+    /// The host link; empty where no source states it (some AMD cards).
+    #[serde(default)]
     pub interface: String,
     pub source: Source,
     /// Further documents for values the main source does not state (e.g. compute capability).

@@ -13,7 +13,7 @@ fn id_ok(id: &str) -> bool {
 }
 
 /// The GPU fields a catalog source can say it backs.
-const GPU_FIELDS: &[&str] = &["name", "architecture", "compute_capability", "memory_gb", "memory_type", "bus_width_bits", "bandwidth_gbs", "interface"];
+const GPU_FIELDS: &[&str] = &["name", "vendor", "architecture", "compute_capability", "llvm_target", "rocm_linux", "memory_gb", "memory_type", "bus_width_bits", "bandwidth_gbs", "interface"];
 
 fn catalog_source(s: &crate::Source) -> Vec<String> {
     let mut out: Vec<String> = check_source(s).into_iter().map(|m| format!("source: {m}")).collect();
@@ -21,6 +21,42 @@ fn catalog_source(s: &crate::Source) -> Vec<String> {
         out.push("source: a catalog value needs a document (vendor spec, config, paper, code), not a derivation".into());
     }
     out
+}
+
+/// What each vendor's entries must (and must not) have: NVIDIA a compute capability and every
+/// memory and link value; AMD an LLVM target and its ROCm-on-Linux status.
+fn vendor_fields(g: &Gpu) -> Vec<String> {
+    let mut m = Vec::new();
+    let version = |v: &str| !v.is_empty() && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    match g.vendor {
+        Vendor::Nvidia => {
+            let cc_ok = g.compute_capability.split_once('.').is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok());
+            if !cc_ok {
+                m.push(format!("compute_capability `{}` must look like 8.9", g.compute_capability));
+            }
+            if g.memory_type.is_empty() || g.bus_width_bits == 0 || g.interface.is_empty() {
+                m.push("an NVIDIA entry states memory_type, bus_width_bits and interface".into());
+            }
+            if g.llvm_target.is_some() || g.rocm_linux.is_some() {
+                m.push("llvm_target and rocm_linux are AMD fields".into());
+            }
+        }
+        Vendor::Amd => {
+            if !g.compute_capability.is_empty() {
+                m.push("compute_capability is an NVIDIA field (AMD: llvm_target)".into());
+            }
+            let target_ok = g.llvm_target.as_deref().and_then(|t| t.strip_prefix("gfx")).is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit()));
+            if !target_ok {
+                m.push(format!("llvm_target {:?} must look like gfx1100", g.llvm_target));
+            }
+            match g.rocm_linux.as_deref() {
+                Some("none") => {}
+                Some(v) if version(v) => {}
+                other => m.push(format!("rocm_linux {other:?} must be a ROCm version such as 6.2, or none")),
+            }
+        }
+    }
+    m
 }
 
 pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problems: &mut Vec<Problem>) {
@@ -52,10 +88,7 @@ pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problem
                 m.push(format!("bandwidth_gbs {bw} is implausible"));
             }
         }
-        let cc_ok = g.compute_capability.split_once('.').is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok());
-        if !cc_ok {
-            m.push(format!("compute_capability `{}` must look like 8.9", g.compute_capability));
-        }
+        m.extend(vendor_fields(g));
         if !ids.insert(("gpu", g.id.clone())) {
             m.push("duplicate gpu id".into());
         }

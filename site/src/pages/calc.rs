@@ -1157,6 +1157,7 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         "autocast-copies" => k::NOTE_AUTOCAST_COPIES,
         "peak-backward-start" => k::NOTE_PEAK_BACKWARD_START,
         "peak-forward-end" => k::NOTE_PEAK_FORWARD_END,
+        "rocm-card" => k::NOTE_ROCM_CARD,
         // A note this build does not know yet: the engine's own English sentence.
         _ => return n.text.clone(),
     };

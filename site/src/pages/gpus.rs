@@ -1,6 +1,6 @@
 //! The GPU table: every catalog card with its numbers and their source.
 
-use headroom_core::{Lang, Segment};
+use headroom_core::{Lang, Segment, Vendor};
 use headroom_i18n::{fmt, k, t};
 use leptos::prelude::*;
 
@@ -33,6 +33,26 @@ fn alloc_checked(lang: Lang, ds: &Data, gpu: &str) -> String {
         })
         .collect();
     if lines.is_empty() { t(lang, k::GPUS_NOT_MEASURED).to_string() } else { lines.join("; ") }
+}
+
+/// A value, or "not stated" where no source gives it.
+fn stated(lang: Lang, known: bool, value: String) -> String {
+    if known { value } else { t(lang, k::GPUS_NOT_STATED).to_string() }
+}
+
+/// The architecture with what software targets it: the CUDA compute capability, or the LLVM
+/// target and whether ROCm's Linux list names the card.
+fn architecture(lang: Lang, g: &headroom_core::Gpu) -> String {
+    match g.vendor {
+        Vendor::Nvidia => format!("{} ({})", g.architecture, g.compute_capability),
+        Vendor::Amd => {
+            let rocm = match g.rocm_linux.as_deref() {
+                Some(v) if v != "none" => fmt(lang, k::GPUS_ROCM_LINUX, &[("version", v)]),
+                _ => t(lang, k::GPUS_ROCM_UNLISTED).to_string(),
+            };
+            format!("{} ({}) · {rocm}", g.architecture, g.llvm_target.as_deref().unwrap_or(""))
+        }
+    }
 }
 
 #[component]
@@ -69,9 +89,9 @@ pub fn GpuTable(lang: Lang, ds: Data) -> impl IntoView {
                                     Some(b) => format!("{} GB/s", crate::fmt::decimal(b, 0, lang)),
                                     None => t(lang, k::GPUS_NOT_STATED).to_string(),
                                 }}</td>
-                                <td class="num">{format!("{}-bit", g.bus_width_bits)}</td>
-                                <td>{g.interface.clone()}</td>
-                                <td>{g.architecture.clone()}" ("{g.compute_capability.clone()}")"</td>
+                                <td class="num">{stated(lang, g.bus_width_bits > 0, format!("{}-bit", g.bus_width_bits))}</td>
+                                <td>{stated(lang, !g.interface.is_empty(), g.interface.clone())}</td>
+                                <td>{architecture(lang, &g)}</td>
                                 <td>{segment_label(lang, g.segment)}</td>
                                 <td><a href=source rel="noopener">{t(lang, source_kind_key(g.source.kind))}</a></td>
                                 // Accepted probe reports aggregated by `dataset aggregate`.
@@ -126,5 +146,24 @@ mod tests {
         assert_eq!(alloc_checked(Lang::Pt, &ds, "h200").split("; ").next().unwrap(), "100 % exato no CUDA 13.0 · 3 contribuidores");
         assert_eq!(alloc_checked(Lang::Zh, &ds, "h200").split("; ").next().unwrap(), "CUDA 13.0 上 100% 一致 · 3 位提交者");
         assert_eq!(alloc_checked(Lang::It, &ds, "rtx-4090"), t(Lang::It, k::GPUS_NOT_MEASURED));
+    }
+
+    fn gpu(fields: serde_json::Value) -> headroom_core::Gpu {
+        let mut v = serde_json::json!({"id": "x", "name": "X", "segment": "desktop", "memory_gb": 16.0,
+            "source": {"kind": "community", "title": "t", "url": "https://example.org", "passage": "p", "accessed": "2026-12-03"}});
+        v.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn amd_cards_show_their_llvm_target_and_rocm_status() {
+        let xtx = gpu(serde_json::json!({"vendor": "amd", "architecture": "RDNA3", "llvm_target": "gfx1100", "rocm_linux": "7.0"}));
+        assert_eq!(architecture(Lang::En, &xtx), "RDNA3 (gfx1100) · ROCm 7.0 on Linux");
+        let old = gpu(serde_json::json!({"vendor": "amd", "architecture": "RDNA2", "llvm_target": "gfx1031", "rocm_linux": "none"}));
+        assert_eq!(architecture(Lang::Pt, &old), "RDNA2 (gfx1031) · fora da lista do ROCm para Linux");
+        let h200 = gpu(serde_json::json!({"architecture": "Hopper", "compute_capability": "9.0", "memory_type": "HBM3e", "bus_width_bits": 6144, "interface": "SXM5"}));
+        assert_eq!(architecture(Lang::En, &h200), "Hopper (9.0)");
+        assert_eq!(stated(Lang::Es, !old.interface.is_empty(), old.interface.clone()), t(Lang::Es, k::GPUS_NOT_STATED));
+        assert_eq!(stated(Lang::Es, true, "SXM5".into()), "SXM5");
     }
 }
