@@ -539,7 +539,7 @@ impl Dataset {
             }
         }
         let bare = |s: &mut Source| *s = Source::bare(s.kind, None);
-        // The calculator reads a GPU's id, name, segment and memory; the GPU table the rest.
+        // The calculator reads a GPU's id, name, vendor, segment and memory; the GPU table the rest.
         for g in &mut ds.gpus {
             bare(&mut g.source);
             g.extra_sources.clear();
@@ -549,6 +549,8 @@ impl Dataset {
             g.interface.clear();
             g.bus_width_bits = 0;
             g.bandwidth_gbs = None;
+            g.llvm_target = None;
+            g.rocm_linux = None;
         }
         for m in &mut ds.llms {
             bare(&mut m.source);

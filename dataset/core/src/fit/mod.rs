@@ -449,9 +449,13 @@ pub fn fit_on(ds: &Dataset, w: &Workload, card: &Card) -> Result<Fit, String> {
     if let Some(g) = ds.gpu(&card.spec).filter(|g| g.vendor == crate::Vendor::Amd) {
         // The same allocator (claim `pytorch-rocm-same-caching-allocator`); the runtime terms
         // were measured under CUDA.
+        // Inserted, not collected: collecting into a map sorts, and a sort costs the browser
+        // bundle a few KB.
+        let mut values = std::collections::BTreeMap::new();
+        values.insert("card".to_string(), g.name.clone());
         f.notes.push(Note {
             id: "rocm-card".into(),
-            values: [("card".to_string(), g.name.clone())].into_iter().collect(),
+            values,
             text: format!("The {} runs ROCm: PyTorch keeps the same caching allocator there (PYTORCH_CUDA_ALLOC_CONF, or PYTORCH_HIP_ALLOC_CONF when that is unset), and llama.cpp the same buffers; the runtime's own memory was measured on NVIDIA GPUs, not under ROCm.", g.name),
         });
     }
