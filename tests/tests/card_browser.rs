@@ -426,3 +426,22 @@ fn system_ram_is_asked_when_it_matters_judged_and_planned_within() {
     b.js("const i = document.getElementById('c-ram'); i.value = '0'; i.dispatchEvent(new Event('input', {bubbles: true})); return 1");
     b.wait_js("return !location.search.includes('ram=')");
 }
+
+/// A Mac as the card, in Italian: the verdict counts the GPU's default share of the unified
+/// memory, and the note says how much stays for macOS and how to raise the limit.
+#[test]
+fn a_mac_is_judged_by_the_gpus_share_of_its_memory() {
+    let tmp = TempDir::new("card-mac");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let lang = Lang::It;
+    let w = json!({"kind":"llm-inference","model":"qwen3-30b-a3b","weights":"Q4_K_M","kv_cache":"fp16","context":8192,"batch":1,"engine":"llama.cpp"});
+    let f = engine_on(&w, "apple-m4-pro-48gb");
+    b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), query(&w, "apple-m4-pro-48gb")));
+    wait_app(&b);
+    b.wait_text("#verdict .verdict-line", |s| s == verdict_text(lang, &f));
+    let note = f.notes.iter().find(|n| n.id == "apple-card").unwrap();
+    let want = fmt(lang, k::NOTE_APPLE_CARD, &[("card", &note.values["card"]), ("limit", &gib(note.values["limit"].parse().unwrap(), lang)), ("left", &gib(note.values["left"].parse().unwrap(), lang))]);
+    assert_eq!(b.text("li[data-note='apple-card']").unwrap(), want);
+    no_english(&b, lang);
+}

@@ -23,6 +23,8 @@ pub enum Vendor {
     Nvidia,
     /// ROCm / HIP.
     Amd,
+    /// Apple silicon: Metal, unified memory shared with the system.
+    Apple,
 }
 
 impl Vendor {
@@ -36,7 +38,7 @@ impl Vendor {
 pub struct Gpu {
     pub id: String,
     pub name: String,
-    /// `nvidia` (the default) or `amd`.
+    /// `nvidia` (the default), `amd` or `apple`.
     #[serde(default, skip_serializing_if = "Vendor::is_nvidia")]
     pub vendor: Vendor,
     pub segment: Segment,
@@ -51,7 +53,8 @@ pub struct Gpu {
     /// when no Linux list does (Windows HIP SDK only, or unlisted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rocm_linux: Option<String>,
-    /// The vendor's nominal capacity, in the vendor's "GB" (for GPU memory these are GiB).
+    /// The vendor's nominal capacity, in the vendor's "GB" (for GPU memory these are GiB); for
+    /// Apple silicon the unified memory the GPU shares with the system.
     pub memory_gb: f64,
     /// Empty where no source states it (some AMD cards).
     #[serde(default)]

@@ -24,7 +24,7 @@ fn catalog_source(s: &crate::Source) -> Vec<String> {
 }
 
 /// What each vendor's entries must (and must not) have: NVIDIA a compute capability and every
-/// memory and link value; AMD an LLVM target and its ROCm-on-Linux status.
+/// memory and link value; AMD an LLVM target and its ROCm-on-Linux status; Apple none of those.
 fn vendor_fields(g: &Gpu) -> Vec<String> {
     let mut m = Vec::new();
     let version = |v: &str| !v.is_empty() && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
@@ -39,6 +39,11 @@ fn vendor_fields(g: &Gpu) -> Vec<String> {
             }
             if g.llvm_target.is_some() || g.rocm_linux.is_some() {
                 m.push("llvm_target and rocm_linux are AMD fields".into());
+            }
+        }
+        Vendor::Apple => {
+            if !g.compute_capability.is_empty() || g.llvm_target.is_some() || g.rocm_linux.is_some() {
+                m.push("compute_capability, llvm_target and rocm_linux are not Apple fields".into());
             }
         }
         Vendor::Amd => {

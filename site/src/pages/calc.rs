@@ -1158,6 +1158,7 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         "peak-backward-start" => k::NOTE_PEAK_BACKWARD_START,
         "peak-forward-end" => k::NOTE_PEAK_FORWARD_END,
         "rocm-card" => k::NOTE_ROCM_CARD,
+        "apple-card" => k::NOTE_APPLE_CARD,
         // A note this build does not know yet: the engine's own English sentence.
         _ => return n.text.clone(),
     };
@@ -1166,7 +1167,7 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         .iter()
         .map(|(name, v)| {
             let shown = match name.as_str() {
-                "bytes" => v
+                "bytes" | "limit" | "left" => v
                     .parse::<f64>()
                     .map(|b| gib(b, lang))
                     .unwrap_or_else(|_| v.clone()),

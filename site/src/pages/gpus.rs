@@ -45,6 +45,7 @@ fn stated(lang: Lang, known: bool, value: String) -> String {
 fn architecture(lang: Lang, g: &headroom_core::Gpu) -> String {
     match g.vendor {
         Vendor::Nvidia => format!("{} ({})", g.architecture, g.compute_capability),
+        Vendor::Apple => format!("{} · {}", g.architecture, t(lang, k::GPUS_UNIFIED)),
         Vendor::Amd => {
             let rocm = match g.rocm_linux.as_deref() {
                 Some(v) if v != "none" => fmt(lang, k::GPUS_ROCM_LINUX, &[("version", v)]),
@@ -156,13 +157,15 @@ mod tests {
     }
 
     #[test]
-    fn amd_cards_show_their_llvm_target_and_rocm_status() {
+    fn each_vendor_shows_what_its_software_targets() {
         let xtx = gpu(serde_json::json!({"vendor": "amd", "architecture": "RDNA3", "llvm_target": "gfx1100", "rocm_linux": "7.0"}));
         assert_eq!(architecture(Lang::En, &xtx), "RDNA3 (gfx1100) · ROCm 7.0 on Linux");
         let old = gpu(serde_json::json!({"vendor": "amd", "architecture": "RDNA2", "llvm_target": "gfx1031", "rocm_linux": "none"}));
         assert_eq!(architecture(Lang::Pt, &old), "RDNA2 (gfx1031) · fora da lista do ROCm para Linux");
         let h200 = gpu(serde_json::json!({"architecture": "Hopper", "compute_capability": "9.0", "memory_type": "HBM3e", "bus_width_bits": 6144, "interface": "SXM5"}));
         assert_eq!(architecture(Lang::En, &h200), "Hopper (9.0)");
+        let mac = gpu(serde_json::json!({"vendor": "apple", "architecture": "M4 Pro"}));
+        assert_eq!(architecture(Lang::It, &mac), "M4 Pro · memoria unificata");
         assert_eq!(stated(Lang::Es, !old.interface.is_empty(), old.interface.clone()), t(Lang::Es, k::GPUS_NOT_STATED));
         assert_eq!(stated(Lang::Es, true, "SXM5".into()), "SXM5");
     }

@@ -75,6 +75,9 @@ pub struct Card {
     /// System RAM the workload may use, when the user gave it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ram_bytes: Option<u64>,
+    /// Unified memory (Apple silicon): what the GPU may use of `memory_bytes` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_limit_bytes: Option<u64>,
 }
 
 /// The verdict for the card: the budget and what is left of it (negative: short by that much).
@@ -375,6 +378,18 @@ pub fn gpu_bytes(g: &crate::Gpu) -> u64 {
     (g.memory_gb * GIB) as u64
 }
 
+/// What the GPU may use of a catalog card by default: the whole memory, except on Apple silicon,
+/// where macOS lets the GPU wire only a share of the unified memory (claims
+/// `apple-gpu-working-set-up-to-32gb` and `apple-gpu-working-set-above-32gb`; the rest stays for
+/// the system and other programs).
+pub fn gpu_limit_bytes(ds: &Dataset, g: &crate::Gpu) -> Result<u64, String> {
+    if g.vendor != crate::Vendor::Apple {
+        return Ok(gpu_bytes(g));
+    }
+    let claim = if g.memory_gb <= 32.0 { "apple-gpu-working-set-up-to-32gb" } else { "apple-gpu-working-set-above-32gb" };
+    Ok((gpu_bytes(g) as f64 * claim_number(ds, claim)? / 100.0) as u64)
+}
+
 /// What a PyTorch process holds on a GPU before its first tensor (the allocator lab counts it as
 /// taken before a replay starts): where probe reports for the GPU were aggregated, the GPU's
 /// bytes less their median usable capacity; else the CUDA context of claim
@@ -403,16 +418,18 @@ pub fn fit(ds: &Dataset, w: &Workload) -> Result<Fit, String> {
             .unwrap()
             .then(a.id.cmp(&b.id))
     });
-    let fits = gpus
-        .iter()
-        .filter(|g| gpu_bytes(g) >= peak)
-        .map(|g| GpuFit {
-            gpu: g.id.clone(),
-            name: g.name.clone(),
-            memory_bytes: gpu_bytes(g),
-            headroom_bytes: gpu_bytes(g) as i64 - peak as i64,
-        })
-        .collect();
+    let mut fits = Vec::new();
+    for g in gpus {
+        let limit = gpu_limit_bytes(ds, g)?;
+        if limit >= peak {
+            fits.push(GpuFit {
+                gpu: g.id.clone(),
+                name: g.name.clone(),
+                memory_bytes: gpu_bytes(g),
+                headroom_bytes: limit as i64 - peak as i64,
+            });
+        }
+    }
     let levers = levers::levers(ds, w, peak, None);
     Ok(Fit {
         workload: w.to_value(),
@@ -446,6 +463,19 @@ pub fn fit_on(ds: &Dataset, w: &Workload, card: &Card) -> Result<Fit, String> {
         fits: f.host_bytes <= ram,
     });
     f.verdict = Some(v);
+    if let (Some(limit), Some(g)) = (card.gpu_limit_bytes, ds.gpu(&card.spec)) {
+        // Unified memory: the GPU's default share, and how to raise it (claims
+        // `apple-gpu-working-set-*`, `apple-wired-limit-sysctl`).
+        let mut values = std::collections::BTreeMap::new();
+        values.insert("card".to_string(), g.name.clone());
+        values.insert("limit".to_string(), limit.to_string());
+        values.insert("left".to_string(), (card.memory_bytes - limit).to_string());
+        f.notes.push(Note {
+            id: "apple-card".into(),
+            text: format!("On the {} the GPU shares the memory with macOS: by default it may use about {limit} bytes, and {} stay for the system and other programs. On macOS 15 or newer sudo sysctl iogpu.wired_limit_mb=N raises the limit; llama.cpp prints the real one at start (recommendedMaxWorkingSetSize). The runtime's own memory was measured on NVIDIA GPUs, not on Metal.", g.name, card.memory_bytes - limit),
+            values,
+        });
+    }
     if let Some(g) = ds.gpu(&card.spec).filter(|g| g.vendor == crate::Vendor::Amd) {
         // The same allocator (claim `pytorch-rocm-same-caching-allocator`); the runtime terms
         // were measured under CUDA.
@@ -481,8 +511,14 @@ impl Card {
     /// A catalog id or a size such as `8GiB`, `12GB`, `24` (GiB), with `other_processes_gib` in use.
     pub fn parse(ds: &Dataset, spec: &str, other_processes_gib: f64) -> Result<Card, String> {
         let spec = spec.trim();
+        let mut limit = None;
         let (name, total) = match ds.gpu(spec) {
-            Some(g) => (g.name.clone(), gpu_bytes(g) as f64),
+            Some(g) => {
+                if g.vendor == crate::Vendor::Apple {
+                    limit = Some(gpu_limit_bytes(ds, g)?);
+                }
+                (g.name.clone(), gpu_bytes(g) as f64)
+            }
             None => {
                 let (num, mult, unit) = if let Some(n) = spec.strip_suffix("GiB") {
                     (n, GIB, "GiB")
@@ -501,7 +537,7 @@ impl Card {
             return Err(crate::messages::say("card-other-negative", &[]));
         }
         let other = other_processes_gib * GIB;
-        if other >= total {
+        if other >= limit.map_or(total, |l| l as f64) {
             return Err(crate::messages::say("card-other-whole", &[]));
         }
         Ok(Card {
@@ -510,6 +546,7 @@ impl Card {
             memory_bytes: total as u64,
             other_bytes: other as u64,
             ram_bytes: None,
+            gpu_limit_bytes: limit,
         })
     }
 
@@ -524,9 +561,10 @@ impl Card {
         Ok(self)
     }
 
-    /// What the workload may use: the card less what other processes hold.
+    /// What the workload may use: the card (on Apple silicon, the GPU's share of it) less what
+    /// other processes hold.
     pub fn budget_bytes(&self) -> u64 {
-        self.memory_bytes - self.other_bytes
+        self.gpu_limit_bytes.unwrap_or(self.memory_bytes).min(self.memory_bytes) - self.other_bytes
     }
 }
 
