@@ -45,23 +45,28 @@ pub fn is_loaded(_lang: Lang) -> bool {
 /// strings in key order.
 #[cfg(not(feature = "runtime"))]
 pub fn table_json(lang: Lang) -> String {
-    table_json_omitting(lang, &[])
+    table_json_omitting(lang, |_| false)
 }
 
-/// Sections of the strings the calculator's bundle never shows (the other pages' own): its table,
-/// `data/ui-calc-<lang>.json`, leaves them empty, so a first visit does not download them.
-/// `tests/tidy.rs` checks that the calculator's sources use none of them.
-pub const CALCULATOR_OMITS: [&str; 6] = ["about", "gpus", "guides", "home", "lab", "probe"];
+/// Sections of the strings the calculator's bundle never shows (the other pages' own), and the
+/// keys of those sections it does show (`claim.correction` beside a claim it cites): its table,
+/// `data/ui-calc-<lang>.json`, leaves the rest of those sections empty, so a first visit does not
+/// download them. `tests/tidy.rs` checks that the calculator's sources use no key left empty.
+pub const CALCULATOR_OMITS: [&str; 10] = ["about", "claim", "claims", "gpus", "guides", "home", "lab", "meta", "offline", "probe"];
+pub const CALCULATOR_KEEPS: [&str; 5] = ["claim.condition", "claim.correction", "claim.title_contradicted", "claim.title_qualified", "claim.title_unverified"];
 
-/// [`table_json`] with the strings of the keys in `omit`'s sections left empty (same key list, so
-/// the table loads the same way).
+/// Whether the calculator's table leaves this key (`section.name`) empty.
+pub fn calculator_omits(key: &str) -> bool {
+    let section = key.split('.').next().unwrap_or("");
+    CALCULATOR_OMITS.contains(&section) && !CALCULATOR_KEEPS.contains(&key)
+}
+
+/// [`table_json`] with the strings of the keys `omit` names left empty (same key list, so the
+/// table loads the same way).
 #[cfg(not(feature = "runtime"))]
-pub fn table_json_omitting(lang: Lang, omit: &[&str]) -> String {
+pub fn table_json_omitting(lang: Lang, omit: impl Fn(&str) -> bool) -> String {
     let mut v: Vec<&str> = vec![KEYS_HASH];
-    v.extend(STRINGS[row(lang)].iter().zip(KEYS).map(|(s, key)| {
-        let section = key.split('.').next().unwrap_or("");
-        if omit.contains(&section) { "" } else { *s }
-    }));
+    v.extend(STRINGS[row(lang)].iter().zip(KEYS).map(|(s, key)| if omit(key) { "" } else { *s }));
     serde_json::to_string(&v).expect("strings serialize")
 }
 

@@ -106,7 +106,7 @@ pub fn build(dir: &Path, i18n: &Path, out: &Path) -> Result<(), String> {
         )?;
         write(
             format!("ui-calc-{}.json", lang.code()),
-            headroom_i18n::table_json_omitting(lang, &headroom_i18n::CALCULATOR_OMITS),
+            headroom_i18n::table_json_omitting(lang, headroom_i18n::calculator_omits),
         )?;
     }
     for (lang, g) in &guides {

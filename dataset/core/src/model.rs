@@ -501,7 +501,8 @@ impl Dataset {
     }
 
     /// What the calculator loads (from a compact dataset): only what the fit engine and the
-    /// calculator's pages read: the claims the engine names or looks up (contradicted ones keep
+    /// calculator's pages read: the claims a breakdown term can cite or the engine reads (not
+    /// those that only label a lever; contradicted ones keep
     /// only their id and verdict: the engine never cites them), with the counts per verdict of
     /// all of them. The other claims lose their derivations other than those
     /// over a model's components (`params(…)`), their topics, histories, tools, cards and related claims and,
@@ -512,7 +513,7 @@ impl Dataset {
         ds.verdict_counts = Some([Verdict::Verified, Verdict::Qualified, Verdict::Unverified, Verdict::Contradicted].map(|v| self.verdict_count(v)));
         // Only the claims the calculator can show or the engine reads are kept (the footer's
         // counts are `verdict_counts`).
-        ds.claims.retain(|c| crate::fit::engine_names_claim(&c.id) || c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains("params("))));
+        ds.claims.retain(|c| crate::fit::engine_cites_claim(&c.id) || c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains("params("))));
         ds.alloc_recipes.clear();
         for c in &mut ds.claims {
             if c.verdict == Verdict::Contradicted {

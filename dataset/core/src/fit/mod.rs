@@ -590,21 +590,32 @@ pub fn parse_input(text: &str) -> Result<Vec<Workload>, String> {
 /// The engine's own source: every claim it can cite in a breakdown term is a string literal in
 /// one of these files (or a derivation it looks up), which is how the calculator's data knows
 /// which statements the calculator can show (`Dataset::for_calculator`).
-const ENGINE_SOURCE: [&str; 10] = [
-    include_str!("accuracy.rs"),
-    include_str!("diffusion.rs"),
-    include_str!("levers.rs"),
-    include_str!("llamacpp.rs"),
-    include_str!("llm.rs"),
-    include_str!("mod.rs"),
-    include_str!("query.rs"),
-    include_str!("search.rs"),
-    include_str!("training.rs"),
-    include_str!("workload.rs"),
+const ENGINE_SOURCE: [(&str, &str); 10] = [
+    ("accuracy.rs", include_str!("accuracy.rs")),
+    ("diffusion.rs", include_str!("diffusion.rs")),
+    ("levers.rs", include_str!("levers.rs")),
+    ("llamacpp.rs", include_str!("llamacpp.rs")),
+    ("llm.rs", include_str!("llm.rs")),
+    ("mod.rs", include_str!("mod.rs")),
+    ("query.rs", include_str!("query.rs")),
+    ("search.rs", include_str!("search.rs")),
+    ("training.rs", include_str!("training.rs")),
+    ("workload.rs", include_str!("workload.rs")),
 ];
 
 /// Whether the engine's source names this claim id (as a string literal).
 pub fn engine_names_claim(id: &str) -> bool {
     let quoted = format!("\"{id}\"");
-    ENGINE_SOURCE.iter().any(|s| s.contains(&quoted))
+    ENGINE_SOURCE.iter().any(|(_, s)| s.contains(&quoted))
+}
+
+/// Whether a breakdown term can cite this claim or the engine reads it: named anywhere in the
+/// engine's source but the levers' (whose claims only label a lever and are not shown by the
+/// calculator), or read there (`claim_number(ds, "…")`, `.claim("…")`).
+pub fn engine_cites_claim(id: &str) -> bool {
+    let quoted = format!("\"{id}\"");
+    ENGINE_SOURCE.iter().any(|(file, s)| match *file {
+        "levers.rs" => s.contains(&format!("claim_number(ds, {quoted})")) || s.contains(&format!(".claim({quoted})")),
+        _ => s.contains(&quoted),
+    })
 }
