@@ -57,4 +57,11 @@ fn a_macs_budget_is_the_gpus_share_and_the_rest_stays_for_the_system() {
     let m4 = f.fits.iter().find(|x| x.gpu == "apple-m4-pro-48gb").expect("fits the 48 GB Mac");
     assert_eq!(m4.headroom_bytes, (36.0 * GIB) as i64 - f.peak_bytes as i64);
     assert!(!f.fits.iter().any(|x| x.gpu == "apple-m4-pro-24gb"));
+
+    // What llama.cpp keeps on the host (the token embedding) comes out of the same memory: the RAM
+    // verdict counts what is left beside the GPU's peak.
+    let r = on48.verdict.as_ref().unwrap().ram.clone().expect("a RAM verdict on unified memory");
+    assert_eq!(r.ram_bytes, (48.0 * GIB) as u64 - on48.peak_bytes);
+    assert_eq!(r.host_bytes, on48.host_bytes);
+    assert!(r.fits);
 }

@@ -93,6 +93,7 @@ pub struct Verdict {
 }
 
 /// Whether system RAM holds what the workload keeps there (negative spare: short by that much).
+/// On unified memory `ram_bytes` is what the memory has left beside the GPU's peak.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RamVerdict {
     pub ram_bytes: u64,
@@ -456,7 +457,13 @@ pub fn fit_on(ds: &Dataset, w: &Workload, card: &Card) -> Result<Fit, String> {
     f.levers = levers::levers(ds, w, f.peak_bytes, Some(budget));
     f.plan = levers::plan(ds, w, (f.peak_bytes, f.host_bytes), budget, card.ram_bytes);
     let mut v = Verdict::of(card, f.peak_bytes);
-    v.ram = card.ram_bytes.filter(|_| f.host_bytes > 0).map(|ram| RamVerdict {
+    // Unified memory (Apple silicon): what the process keeps "in system RAM" comes out of the same
+    // memory, beside what the GPU uses; there the RAM is the Mac's memory unless given.
+    let ram = match card.gpu_limit_bytes {
+        Some(_) => Some(card.ram_bytes.unwrap_or(card.memory_bytes).saturating_sub(f.peak_bytes + card.other_bytes)),
+        None => card.ram_bytes,
+    };
+    v.ram = ram.filter(|_| f.host_bytes > 0).map(|ram| RamVerdict {
         ram_bytes: ram,
         host_bytes: f.host_bytes,
         spare_bytes: ram as i64 - f.host_bytes as i64,
