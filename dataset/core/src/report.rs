@@ -1457,9 +1457,12 @@ mod tests {
         Gpu {
             id: id.into(),
             name: name.into(),
+            vendor: crate::Vendor::Nvidia,
             segment: Segment::Datacenter,
             architecture: "x".into(),
             compute_capability: cc.into(),
+            llvm_target: None,
+            rocm_linux: None,
             memory_gb,
             memory_type: "x".into(),
             bus_width_bits: 384,
