@@ -49,8 +49,8 @@ pub struct Gpu {
     /// AMD: the LLVM target name (`gfx1100`), what ROCm's libraries are built for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llvm_target: Option<String>,
-    /// AMD: the first ROCm release whose Linux support list names the card (`6.2`), or `none`
-    /// when no Linux list does (Windows HIP SDK only, or unlisted).
+    /// AMD: the ROCm release whose Linux support list (the one its source quotes) names the card
+    /// (`7.0`), or `none` when that list does not (Windows HIP SDK only, or unlisted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rocm_linux: Option<String>,
     /// The vendor's nominal capacity, in the vendor's "GB" (for GPU memory these are GiB); for

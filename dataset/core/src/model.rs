@@ -501,13 +501,13 @@ impl Dataset {
     }
 
     /// What the calculator loads (from a compact dataset): only what the fit engine and the
-    /// calculator's pages read: the claims a breakdown term can cite or the engine reads (not
-    /// those that only label a lever; contradicted ones keep
-    /// only their id and verdict: the engine never cites them), with the counts per verdict of
-    /// all of them. The other claims lose their derivations other than those
-    /// over a model's components (`params(…)`), their topics, histories, tools, cards and related claims and,
-    /// left without a derivation, their conditions. The catalog's sources, the GPUs' values other
-    /// than memory, the seeds and the guides go too. `tests/calculator_data.rs` checks that the engine answers the same on it.
+    /// calculator's pages read. Claims: those a breakdown term can cite or the engine reads (not
+    /// those that only label a lever), with the counts per verdict of all of them; contradicted
+    /// ones keep only their id and verdict (the engine never cites them); the others lose their
+    /// derivations other than those over a model's components (`params(…)`), their topics,
+    /// histories, tools, cards and related claims and, left without a derivation, their
+    /// conditions. The catalog's sources, the GPUs' values other than memory, the seeds and the
+    /// guides go too. `tests/calculator_data.rs` checks that the engine answers the same on it.
     pub fn for_calculator(&self) -> Dataset {
         let mut ds = self.clone();
         ds.verdict_counts = Some([Verdict::Verified, Verdict::Qualified, Verdict::Unverified, Verdict::Contradicted].map(|v| self.verdict_count(v)));

@@ -33,17 +33,13 @@ pub struct Plan {
     pub workload: Value,
     pub peak_bytes: u64,
     /// What the workload then keeps in system RAM.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub host_bytes: u64,
     /// Budget left with the plan applied.
     pub spare_bytes: i64,
     /// What the plan costs: the distinct costs of its levers.
     pub costs: Vec<String>,
     pub claims: Vec<String>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// One option along a dimension.

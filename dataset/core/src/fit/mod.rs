@@ -206,7 +206,6 @@ impl Breakdown {
         put(&mut self.host, term, bytes, claims);
     }
 
-
     /// Adds a note: `text` with `{name}` placeholders filled from `values`.
     pub fn note(&mut self, id: &str, values: &[(&str, String)], text: &str) {
         if self.quiet {
@@ -264,7 +263,7 @@ fn put(terms: &mut Vec<Term>, term: &str, bytes: f64, claims: &[&str]) {
     }
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
@@ -571,7 +570,7 @@ impl Card {
     /// What the workload may use: the card (on Apple silicon, the GPU's share of it) less what
     /// other processes hold.
     pub fn budget_bytes(&self) -> u64 {
-        self.gpu_limit_bytes.unwrap_or(self.memory_bytes).min(self.memory_bytes) - self.other_bytes
+        self.gpu_limit_bytes.unwrap_or(self.memory_bytes) - self.other_bytes
     }
 }
 
