@@ -197,7 +197,7 @@ pub fn fit(
     dir: &Path,
     input: &Path,
     gpu: Option<&str>,
-    other_gib: f64,
+    other_gib: &str,
     ram_gib: Option<f64>,
 ) -> Result<(), String> {
     let text = if input.as_os_str() == "-" {
@@ -211,20 +211,16 @@ pub fn fit(
     let is_array = text.trim_start().starts_with('[');
     let workloads = headroom_core::fit::parse_input(&text)?;
     let loaded = load_checked(dir)?;
-    let card = match gpu {
-        Some(g) => Some(
-            headroom_core::fit::Card::parse(&loaded.dataset, g, other_gib)
-                .map_err(|e| format!("--gpu: {e}"))?
-                .with_ram(ram_gib)
-                .map_err(|e| format!("--ram-gib: {e}"))?,
-        ),
-        None => None,
+    let cards = match gpu {
+        Some(g) => cards(&loaded.dataset, g, other_gib, ram_gib)?,
+        None => Vec::new(),
     };
     let mut out = Vec::new();
     for (i, w) in workloads.iter().enumerate() {
-        let f = match &card {
-            Some(c) => headroom_core::fit::fit_on(&loaded.dataset, w, c),
-            None => headroom_core::fit::fit(&loaded.dataset, w),
+        let f = if cards.is_empty() {
+            headroom_core::fit::fit(&loaded.dataset, w)
+        } else {
+            headroom_core::fit::fit_on_cards(&loaded.dataset, w, &cards)
         }
         .map_err(|e| {
             if is_array {
@@ -242,6 +238,26 @@ pub fn fit(
     };
     println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
     Ok(())
+}
+
+/// The cards of `--gpu` (comma-separated), each less its `--other-gib` (one value per card, or
+/// one for the first card), the first with the system RAM.
+fn cards(ds: &headroom_core::Dataset, gpu: &str, other_gib: &str, ram_gib: Option<f64>) -> Result<Vec<headroom_core::fit::Card>, String> {
+    let specs: Vec<&str> = gpu.split(',').map(str::trim).collect();
+    let others = other_gib
+        .split(',')
+        .map(|x| x.trim().parse::<f64>().map_err(|_| format!("--other-gib: `{x}` is not a number of GiB")))
+        .collect::<Result<Vec<f64>, String>>()?;
+    if others.len() != 1 && others.len() != specs.len() {
+        return Err(format!("--other-gib: {} values for {} cards; give one per card or one for the first", others.len(), specs.len()));
+    }
+    let mut out = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let other = others.get(i).copied().unwrap_or(0.0);
+        let card = headroom_core::fit::Card::parse(ds, spec, other).map_err(|e| format!("--gpu: {e}"))?;
+        out.push(if i == 0 { card.with_ram(ram_gib).map_err(|e| format!("--ram-gib: {e}"))? } else { card });
+    }
+    Ok(out)
 }
 
 /// Reads a model file's header: a prefix first, then as many bytes as the parser asks for (only
@@ -558,6 +574,31 @@ pub fn accuracy(
                 }
             );
         }
+        let split: Vec<_> = lrows.iter().flat_map(|r| r.devices.iter().map(move |d| (r, d))).collect();
+        if !split.is_empty() {
+            println!();
+            println!("{:<62} {:>9} {:>9} {:>8}", "llama.cpp buffers per GPU (MiB)", "llama.cpp", "engine", "MiB");
+            for (r, d) in &split {
+                println!(
+                    "{:<62} {:>9.0} {:>9.0} {:>+8.0}{}",
+                    format!("{} GPU {}", r.id, d.gpu),
+                    d.measured as f64 / M,
+                    d.predicted as f64 / M,
+                    (d.predicted as f64 - d.measured as f64) / M,
+                    if d.within_tolerance { "" } else { "  OUT OF TOLERANCE" }
+                );
+            }
+            if let Some((r, d)) = split.iter().max_by_key(|(_, d)| (d.predicted as i64 - d.measured as i64).unsigned_abs()) {
+                println!(
+                    "llama.cpp per GPU: {} GPUs in {} runs, worst {} GPU {} {:+.0} MiB",
+                    split.len(),
+                    lrows.iter().filter(|r| !r.devices.is_empty()).count(),
+                    r.id,
+                    d.gpu,
+                    (d.predicted as f64 - d.measured as f64) / M
+                );
+            }
+        }
         if let Some(w) = lrows
             .iter()
             .max_by(|a, b| a.error.abs().partial_cmp(&b.error.abs()).unwrap())
@@ -588,6 +629,7 @@ pub fn accuracy(
         .filter(|r| !r.within_tolerance)
         .map(|r| r.id.as_str())
         .chain(lrows.iter().filter(|r| !r.host_within_tolerance).map(|r| r.id.as_str()))
+        .chain(lrows.iter().filter(|r| r.devices.iter().any(|d| !d.within_tolerance)).map(|r| r.id.as_str()))
         .collect();
     if bad.is_empty() {
         Ok(())

@@ -58,12 +58,14 @@ enum Command {
         data: PathBuf,
         /// Your card: a catalog GPU id or a size (`8GiB`, `12GB`, `24` = GiB). Adds the answers:
         /// largest context, batch, sequence, size or frames that fit, llama.cpp GPU layers, best
-        /// weight format.
-        #[arg(long, value_name = "GPU")]
+        /// weight format. Several cards in one machine, in device order: `rtx-3090,rtx-3060`
+        /// (the workload is spread over all of them; each gets its verdict).
+        #[arg(long, value_name = "GPU[,GPU…]")]
         gpu: Option<String>,
-        /// GiB of the card other processes already use (desktop, browser, another model).
-        #[arg(long, value_name = "GIB", default_value_t = 0.0, requires = "gpu")]
-        other_gib: f64,
+        /// GiB of the card other processes already use (desktop, browser, another model); with
+        /// several cards, one value per card (`1.5,0`) or one for the first card.
+        #[arg(long, value_name = "GIB[,GIB…]", default_value = "0", requires = "gpu")]
+        other_gib: String,
         /// GiB of system RAM the workload may use: the verdict then says whether RAM holds what
         /// the workload keeps there (layers left off the GPU, offloaded components).
         #[arg(long, value_name = "GIB", requires = "gpu")]
@@ -192,7 +194,7 @@ fn main() -> ExitCode {
             gpu,
             other_gib,
             ram_gib,
-        } => data::fit(&data, &input, gpu.as_deref(), other_gib, ram_gib),
+        } => data::fit(&data, &input, gpu.as_deref(), &other_gib, ram_gib),
         Command::Model {
             path,
             config,

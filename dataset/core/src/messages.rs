@@ -37,6 +37,46 @@ pub const MESSAGES: &[(&str, &str)] = &[
         "card-ram-invalid",
         "system RAM must be a size above 0 GiB",
     ),
+    (
+        "gpus-cards",
+        "the workload is spread over {gpus} GPUs (`gpus`) but {cards} cards were given: give one card (that many of it) or one per GPU",
+    ),
+    (
+        "gpus-diffusion",
+        "diffusion on several GPUs is not modelled: give one card",
+    ),
+    (
+        "tensor-split-count",
+        "field `tensor_split`: {shares} shares for {gpus} GPUs; give one share per GPU",
+    ),
+    (
+        "tensor-split-negative",
+        "field `tensor_split`: shares must be numbers of 0 or more",
+    ),
+    (
+        "split-row",
+        "field `split_mode`: llama.cpp's CUDA backend no longer has the row split (deprecated; use `layer`, the default)",
+    ),
+    (
+        "split-tensor",
+        "field `split_mode`: the experimental tensor split is not modelled yet; use `layer`, the default",
+    ),
+    (
+        "vllm-pp",
+        "field `pipeline_parallel`: {pp} stages must divide the {gpus} GPUs and be at most the model's {layers} layers",
+    ),
+    (
+        "vllm-tp-heads",
+        "field `gpus`: vLLM splits the {heads} attention heads evenly, so the tensor-parallel size ({tp}) must divide them",
+    ),
+    (
+        "fsdp-and-zero",
+        "fields `fsdp` and `zero`: FSDP and DeepSpeed ZeRO are two ways to shard; give one",
+    ),
+    (
+        "fsdp-shard-gpus",
+        "field `shard_gpus`: groups of {shard} GPUs must divide the {gpus} GPUs",
+    ),
     ("config-not-object", "config.json must be a JSON object"),
     (
         "config-no-model-type",

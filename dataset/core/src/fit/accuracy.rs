@@ -100,6 +100,19 @@ pub struct LlamaRow {
     /// What the engine puts in system RAM.
     pub host_predicted: u64,
     pub host_within_tolerance: bool,
+    /// Runs over several (virtual) GPUs: each GPU's buffers against llama.cpp's own figure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceRow>,
+}
+
+/// One GPU of a run over several: llama.cpp's buffers on it (model + context + compute, from
+/// `--fit-print`) against the engine's terms for it without the process overhead.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceRow {
+    pub gpu: usize,
+    pub measured: u64,
+    pub predicted: u64,
+    pub within_tolerance: bool,
 }
 
 /// Host buffers are held to 2 % or 16 MiB (llama.cpp prints each of its three in whole MiB).
@@ -130,14 +143,39 @@ pub fn llama_accuracy(ds: &Dataset, refs: &[LlamaReference]) -> Result<Vec<Llama
     for r in refs.iter().filter(|r| r.ok) {
         let w = Workload::from_value(&r.workload).map_err(|e| format!("{}: {e}", r.id))?;
         let b = breakdown(ds, &w).map_err(|e| format!("{}: {e}", r.id))?;
-        let predicted: u64 = b.terms.iter().map(|t| t.bytes).sum();
         let printed = |device: &str| {
             r.fit_print.get(device).and_then(|d| {
                 let mib = |k: &str| d.get(k).and_then(|v| v.as_u64());
                 Some((mib("model_mib")? + mib("context_mib")? + mib("compute_mib")?) * 1024 * 1024)
             })
         };
-        let estimate = printed("CUDA0");
+        // Over several GPUs: the runs are virtual devices of one GPU (GGML_CUDA_DEVICES), which
+        // share one process overhead; the measured peak is the sum over them.
+        let overhead = |terms: &[Term]| terms.iter().filter(|t| t.term == "cuda-context").map(|t| t.bytes).sum::<u64>();
+        // What llama.cpp does not count in its buffers: the process overhead, and without flash
+        // attention the softmax copy in the CUDA backend's own pool.
+        let outside = |terms: &[Term]| terms.iter().filter(|t| t.term == "cuda-context" || t.term == "softmax-copy").map(|t| t.bytes).sum::<u64>();
+        let sum = |terms: &[Term]| terms.iter().map(|t| t.bytes).sum::<u64>();
+        let predicted: u64 = if b.devices.is_empty() {
+            sum(&b.terms)
+        } else {
+            b.devices.iter().map(|d| sum(d)).sum::<u64>() - b.devices[1..].iter().map(|d| overhead(d)).sum::<u64>()
+        };
+        let devices: Vec<DeviceRow> = b
+            .devices
+            .iter()
+            .enumerate()
+            .filter_map(|(gpu, d)| {
+                let measured = printed(&format!("CUDA{gpu}"))?;
+                let predicted = sum(d) - outside(d);
+                Some(DeviceRow { gpu, measured, predicted, within_tolerance: llama_within(measured, predicted) })
+            })
+            .collect();
+        let estimate = if b.devices.is_empty() {
+            printed("CUDA0")
+        } else {
+            (0..b.devices.len()).map(|g| printed(&format!("CUDA{g}"))).sum::<Option<u64>>()
+        };
         let host_measured = printed("Host");
         let host_predicted = b.host_bytes();
         let err = predicted as i64 - r.peak_minus_idle as i64;
@@ -152,6 +190,7 @@ pub fn llama_accuracy(ds: &Dataset, refs: &[LlamaReference]) -> Result<Vec<Llama
             host_measured,
             host_predicted,
             host_within_tolerance: host_measured.is_none_or(|m| host_within(m, host_predicted)),
+            devices,
         });
     }
     Ok(rows)

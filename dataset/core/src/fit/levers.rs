@@ -658,7 +658,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
 }
 
 /// Sets one field of a workload (the fields levers change).
-fn set(w: &mut Workload, field: &str, v: &Value) {
+pub(crate) fn set(w: &mut Workload, field: &str, v: &Value) {
     let s = || v.as_str().unwrap_or_default().to_string();
     let n = || v.as_u64().unwrap_or(0);
     match w {

@@ -296,7 +296,6 @@ pub fn file_bytes(m: &Llm, scheme: &str) -> Option<u64> {
 /// How a llama.cpp process is set up, from the workload and each engine's defaults.
 #[derive(Clone, Debug)]
 pub(crate) struct Setup {
-    pub gpu_layers: u32,
     pub cpu_moe_layers: u32,
     pub ubatch: u64,
     /// Logits rows the compute buffer is reserved for: the micro-batch, or for llama-server one
@@ -383,34 +382,83 @@ pub(crate) fn layout(m: &Llm, scheme: &str, avg_bytes: f64) -> std::rc::Rc<Layou
     out
 }
 
-/// Where the weights live: (GPU bytes, host bytes).
-pub(crate) fn weight_placement(m: &Llm, w: &Layout, s: &Setup) -> (f64, f64) {
-    let n = m.layers as i64;
-    let first_gpu = n + 1 - s.gpu_layers as i64;
-    let output_on_gpu = s.gpu_layers >= 1;
-    // The embedding stays on the host; a tied output is a copy of it in the output layer's buffer.
-    let (mut gpu, mut host) = (0.0, w.embd);
-    if m.tied_embeddings && output_on_gpu {
-        gpu += w.embd;
+/// The GPU each repeating layer and the output layer go to (None: the CPU), as `load_tensors`
+/// assigns them (`src/llama-model.cpp`): with `-ngl N` the layers from `n_layer + 1 − N` on (the
+/// output layer counted as layer `n_layer`) are on GPUs; layer `il` of those goes to the first GPU
+/// whose cumulative share of `split` (normalised, in f32 as llama.cpp computes it) is above
+/// `(il − first) / N`. One share: every GPU layer on that GPU.
+pub(crate) fn layer_devices(n_layer: u32, gpu_layers: u32, split: &[f64]) -> (Vec<Option<usize>>, Option<usize>) {
+    let n = n_layer as i64;
+    let first = (n + 1 - gpu_layers as i64).max(0);
+    let active = (gpu_layers as i64).min(n + 1);
+    let mut cum: Vec<f32> = Vec::with_capacity(split.len());
+    let mut sum = 0f32;
+    for &x in split {
+        sum += x as f32;
+        cum.push(sum);
     }
-    if output_on_gpu {
-        gpu += w.outside;
-    } else {
-        host += w.outside;
+    for c in &mut cum {
+        *c /= sum;
+    }
+    let dev = |il: i64| -> Option<usize> {
+        if il < first || il - first >= active || cum.is_empty() {
+            return None;
+        }
+        let x = (il - first) as f32 / active as f32;
+        Some(cum.partition_point(|&c| c <= x).min(cum.len() - 1))
+    };
+    ((0..n).map(dev).collect(), dev(n))
+}
+
+/// Where the weights live: bytes on each GPU, and on the host.
+pub(crate) fn weight_placement(m: &Llm, w: &Layout, s: &Setup, devices: &(Vec<Option<usize>>, Option<usize>), n_dev: usize) -> (Vec<f64>, f64) {
+    // The embedding stays on the host; a tied output is a copy of it in the output layer's buffer.
+    let (mut gpu, mut host) = (vec![0.0; n_dev], w.embd);
+    match devices.1 {
+        Some(d) => {
+            gpu[d] += w.outside;
+            if m.tied_embeddings {
+                gpu[d] += w.embd;
+            }
+        }
+        None => host += w.outside,
     }
     for (l, &(dense, expert)) in w.layers.iter().enumerate() {
-        if (l as i64) >= first_gpu {
-            gpu += dense;
-            if (l as u32) < s.cpu_moe_layers {
-                host += expert;
-            } else {
-                gpu += expert;
+        match devices.0[l] {
+            Some(d) => {
+                gpu[d] += dense;
+                if (l as u32) < s.cpu_moe_layers {
+                    host += expert;
+                } else {
+                    gpu[d] += expert;
+                }
             }
-        } else {
-            host += dense + expert;
+            None => host += dense + expert,
         }
     }
     (gpu, host)
+}
+
+/// Each GPU's share for the layer split: `tensor_split` as given, else each card's free memory
+/// when the cards are known (llama.cpp's default), else equal shares.
+fn split_shares(l: &LlmInference) -> Result<Vec<f64>, String> {
+    let n = l.gpus as usize;
+    if let Some(ts) = &l.tensor_split {
+        if ts.len() != n {
+            return Err(crate::messages::say("tensor-split-count", &[("shares", &ts.len().to_string()), ("gpus", &n.to_string())]));
+        }
+        if ts.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
+            return Err(crate::messages::say("tensor-split-negative", &[]));
+        }
+        // All zero is llama.cpp's "not given".
+        if ts.iter().any(|x| *x > 0.0) {
+            return Ok(ts.clone());
+        }
+    }
+    if l.card_budgets.len() == n {
+        return Ok(l.card_budgets.iter().map(|&b| b as f64).collect());
+    }
+    Ok(vec![1.0; n])
 }
 
 /// KV cells of one global and one sliding-window layer, over every sequence.
@@ -472,7 +520,6 @@ pub(crate) fn breakdown(
         return Err(crate::messages::say("kv-quantized-needs-fa", &[]));
     }
     let s = Setup {
-        gpu_layers,
         cpu_moe_layers: l.cpu_moe_layers.unwrap_or(0).min(layers),
         ubatch: ubatch as u64,
         output_rows: if l.server || ollama {
@@ -481,32 +528,39 @@ pub(crate) fn breakdown(
             ubatch as u64
         },
     };
+    let n_dev = l.gpus.max(1) as usize;
+    match l.split_mode {
+        Some(SplitMode::Row) if n_dev > 1 => return Err(crate::messages::say("split-row", &[])),
+        Some(SplitMode::Tensor) if n_dev > 1 => return Err(crate::messages::say("split-tensor", &[])),
+        _ => {}
+    }
+    let shares = split_shares(l)?;
+    let devices = layer_devices(layers, gpu_layers, &shares);
     // Weights: tensor by tensor where the scheme is modelled, else the scheme's average bits.
     let w = layout(m, &wq.id, wq.bytes_per_weight());
-    let (mut gpu_w, mut host_w) = weight_placement(m, &w, &s);
+    let (mut gpu_w, mut host_w) = weight_placement(m, &w, &s, &devices, n_dev);
     if let Some(f) = file {
         // The user's file: its exact bytes, split as the modelled tensors split.
-        let scale = f.bytes as f64
-            / (gpu_w + host_w
-                - if m.tied_embeddings && gpu_layers >= 1 {
-                    embed_bytes(m, &w)
-                } else {
-                    0.0
-                });
-        gpu_w *= scale;
+        let tied_copy = if m.tied_embeddings && devices.1.is_some() { embed_bytes(m, &w) } else { 0.0 };
+        let scale = f.bytes as f64 / (gpu_w.iter().sum::<f64>() + host_w - tied_copy);
+        for g in &mut gpu_w {
+            *g *= scale;
+        }
         host_w *= scale;
     }
     let mut wclaims = vec![
         "llamacpp-token-embedding-on-host",
         "llamacpp-gpu-layers-placement",
     ];
+    if n_dev > 1 {
+        wclaims.push("llamacpp-layer-split");
+    }
     if w.per_tensor {
         wclaims.push("llamacpp-quantize-tensor-types");
     } else {
         wclaims.extend(super::llm::weight_claims(wq));
     }
-    b.add("weights", gpu_w, &wclaims);
-    // KV cache: the layers on the GPU keep theirs there.
+    // KV cache: the layers on a GPU keep theirs there.
     let (cells, swa_cells) = kv_cells(m, l.context, l.batch, s.ubatch, l.swa_full, swa_arch(m));
     // K and V elements of one token in one layer (MLA: the compressed latent and rotary key).
     let per_token = m.kv_elements_per_layer_token() as f64 * kvq.bytes_per_weight();
@@ -515,15 +569,17 @@ pub(crate) fn breakdown(
     } else {
         0
     };
-    let gpu_repeating = gpu_layers.saturating_sub(1).min(layers);
     let per_layer_global = per_token * cells as f64;
     let per_layer_swa = per_token * swa_cells as f64;
     // Sliding layers alternate with global ones; on a partial offload count them in proportion.
     let swa_share = sliding as f64 / layers as f64;
-    let kv_gpu =
-        gpu_repeating as f64 * (swa_share * per_layer_swa + (1.0 - swa_share) * per_layer_global);
-    let kv_host = (layers - gpu_repeating) as f64
-        * (swa_share * per_layer_swa + (1.0 - swa_share) * per_layer_global);
+    let per_layer = swa_share * per_layer_swa + (1.0 - swa_share) * per_layer_global;
+    let mut layers_on = vec![0u32; n_dev];
+    for d in devices.0.iter().flatten() {
+        layers_on[*d] += 1;
+    }
+    let gpu_repeating: u32 = layers_on.iter().sum();
+    let kv_host = (layers - gpu_repeating) as f64 * per_layer;
     let mut kv_claims = vec!["llamacpp-kv-cache-cells", "llamacpp-context-layers-kv-type"];
     if ollama {
         kv_claims.push("ollama-context-times-parallel");
@@ -532,18 +588,16 @@ pub(crate) fn breakdown(
         // Either the window cache, or the claim that says this architecture has none in llama.cpp.
         kv_claims.push("fit-llamacpp-sliding-window-cache");
     }
-    b.add("kv-cache", kv_gpu, &kv_claims);
+    if n_dev > 1 {
+        kv_claims.push("llamacpp-layer-split");
+    }
     // Compute buffer: the largest working set of one micro-batch.
     let ub = ubatch;
     let h = m.hidden as f64;
     let q = m.heads as f64 * m.head_dim as f64;
     let kv_elems = m.kv_elements_per_layer_token() as f64;
     let n_kv = cells as f64;
-    let logits = if gpu_layers >= 1 {
-        s.output_rows as f64 * (m.vocab as f64 + h) * 4.0
-    } else {
-        0.0
-    };
+    let logits = s.output_rows as f64 * (m.vocab as f64 + h) * 4.0;
     let ff = if m.is_moe() && m.dense_layers.unwrap_or(0) == 0 {
         (m.experts_per_token.unwrap_or(1) * m.moe_intermediate.unwrap_or(m.intermediate)) as f64
     } else {
@@ -565,27 +619,58 @@ pub(crate) fn breakdown(
     } else {
         n_kv * ub * m.heads as f64 * 4.0 + activations
     };
-    // With every layer on the host the CUDA backend still runs large prompt batches (the weights
-    // copied in): its compute buffer stays.
-    let compute = logits.max(mask + mlp.max(attention));
-    b.add(
-        "compute-buffer",
-        compute,
-        &["fit-llamacpp-compute-buffer", "fit-llamacpp-ubatch"],
-    );
-    if !fa && gpu_repeating > 0 {
-        // cuBLAS multiplies V by the softmax in f16: the CUDA backend converts the whole softmax
-        // of one micro-batch in its memory pool, which keeps the high-water mark.
-        let copy = n_kv * ub * m.heads as f64 * 2.0 + claim_number(ds, "fit-llamacpp-no-fa-pool")?;
-        b.add("softmax-copy", copy, &["fit-llamacpp-no-fa-pool"]);
-    }
+    let layer_set = mask + mlp.max(attention);
     let mut overhead = claim_number(ds, "fit-llamacpp-process-overhead")?;
     let mut oclaims = vec!["fit-llamacpp-process-overhead"];
     if m.is_moe() {
         overhead += claim_number(ds, "fit-llamacpp-moe-overhead")?;
         oclaims.push("fit-llamacpp-moe-overhead");
     }
-    b.add("cuda-context", overhead, &oclaims);
+    if n_dev > 1 {
+        oclaims.push("fit-llamacpp-overhead-per-gpu");
+    }
+    let no_fa_pool = if fa { 0.0 } else { claim_number(ds, "fit-llamacpp-no-fa-pool")? };
+    // llama.cpp turns pipeline parallelism on with several GPUs in layer mode when every layer is
+    // on them (`src/llama-context.cpp`); the copies were measured on virtual devices.
+    let pipeline = n_dev > 1 && gpu_layers > layers;
+    let copies = if pipeline { claim_number(ds, "fit-llamacpp-pipeline-copies")? } else { 0.0 };
+    let all_masks = (n_kv + if sliding > 0 { swa_cells as f64 } else { 0.0 }) * ub * if fa { 2.0 } else { 4.0 };
+    for d in 0..n_dev {
+        let mut terms = Vec::new();
+        put(&mut terms, "weights", gpu_w[d], &wclaims);
+        put(&mut terms, "kv-cache", layers_on[d] as f64 * per_layer, &kv_claims);
+        // With every layer on the host the CUDA backend still runs large prompt batches on the
+        // first GPU (the weights copied in): its compute buffer stays. The output layer's GPU
+        // holds the logits.
+        let working = if layers_on[d] > 0 || d == 0 { layer_set } else { 0.0 };
+        let compute = if devices.1 == Some(d) { logits.max(working) } else { working };
+        put(&mut terms, "compute-buffer", compute, &["fit-llamacpp-compute-buffer", "fit-llamacpp-ubatch"]);
+        if pipeline {
+            // Pipeline parallelism keeps four copies of each split's inputs (the masks and the
+            // hidden state of one micro-batch) so that micro-batches can overlap across GPUs.
+            let first = d == 0;
+            let last = devices.1 == Some(d);
+            let (a, e) = if first {
+                (copies - 1.0, copies - 1.0)
+            } else if last {
+                (copies, 2.0 * copies)
+            } else {
+                (copies, copies - 1.0)
+            };
+            put(&mut terms, "pipeline-copies", a * all_masks + e * ub * h * 4.0, &["fit-llamacpp-pipeline-copies", "llamacpp-layer-split"]);
+        }
+        if !fa && layers_on[d] > 0 {
+            // cuBLAS multiplies V by the softmax in f16: the CUDA backend converts the whole softmax
+            // of one micro-batch in its memory pool, which keeps the high-water mark.
+            put(&mut terms, "softmax-copy", n_kv * ub * m.heads as f64 * 2.0 + no_fa_pool, &["fit-llamacpp-no-fa-pool"]);
+        }
+        put(&mut terms, "cuda-context", overhead, &oclaims);
+        if n_dev == 1 {
+            b.terms = terms;
+        } else {
+            b.devices.push(terms);
+        }
+    }
     // System RAM: the token embedding, the layers and experts kept off the GPU with their KV
     // cache, and the host compute buffer (the graph inputs the CUDA backend copies in: the
     // embedded micro-batch and the attention masks).
@@ -596,6 +681,11 @@ pub(crate) fn breakdown(
         + masks * ub * if fa { 2.0 } else { 4.0 }
         + if fa { 0.0 } else { ub * q * 2.0 };
     b.add_host("compute-buffer", host_compute, &["fit-llamacpp-host-compute-buffer"]);
+    if pipeline {
+        // The host's graph inputs are copied as the GPUs' are.
+        let inputs = all_masks + ub * h * 4.0 + if fa { 0.0 } else { ub * q * 2.0 };
+        b.add_host("pipeline-copies", (copies - 1.0) * inputs, &["fit-llamacpp-pipeline-copies"]);
+    }
     if gpu_layers <= layers {
         b.note(
             "gpu-layers",
@@ -605,6 +695,17 @@ pub(crate) fn breakdown(
             ],
             "{on_gpu} of {layers} layers on the GPU; the rest run on the CPU, much slower.",
         );
+    }
+    if n_dev > 1 {
+        let counts: Vec<String> = layers_on.iter().map(|c| c.to_string()).collect();
+        b.note(
+            "layer-split",
+            &[("counts", counts.join(" + ")), ("output", devices.1.map_or("CPU".into(), |d| format!("GPU {d}")))],
+            "Layers per GPU: {counts}; the output layer on {output}. Each GPU keeps the KV cache of its own layers.",
+        );
+        if ollama {
+            b.note("ollama-split", &[], "Ollama chooses the split from its own estimate of each GPU's free memory; the split shown is llama.cpp's own, in proportion to the shares.");
+        }
     }
     if ollama {
         b.note("ollama-settings", &[("ubatch", format!("{ub}")), ("context", (l.context * l.batch).to_string())], "Ollama starts llama.cpp's server with a {context}-token context and a batch of {ubatch}, flash attention on auto.");
@@ -646,4 +747,42 @@ pub fn bytes_by_type(
         *out.entry(ty.name()).or_insert(0) += bytes(t, *ty) as u64;
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::layer_devices;
+
+    /// Layers per GPU and the output layer's GPU, from `layer_devices`.
+    fn counts(n_layer: u32, ngl: u32, split: &[f64]) -> (Vec<u32>, Option<usize>) {
+        let (layers, output) = layer_devices(n_layer, ngl, split);
+        let mut c = vec![0; split.len()];
+        for d in layers.iter().flatten() {
+            c[*d] += 1;
+        }
+        (c, output)
+    }
+
+    #[test]
+    fn layer_split_follows_llamacpps_split_points() {
+        // 32 layers, all on the GPUs (-ngl 33 counts the output layer): with -ts 3,1 the split
+        // point is 0.75, so layers 0..=24 (il/33 < 0.75) go to GPU 0 and 25..=31 with the output
+        // layer (il = 32) to GPU 1.
+        assert_eq!(counts(32, 33, &[3.0, 1.0]), (vec![25, 7], Some(1)));
+        // Equal shares: il/33 < 0.5 up to il 16.
+        assert_eq!(counts(32, 33, &[1.0, 1.0]), (vec![17, 15], Some(1)));
+        // Three GPUs at 2:1:1: points 0.5 and 0.75.
+        assert_eq!(counts(32, 33, &[2.0, 1.0, 1.0]), (vec![17, 8, 7], Some(2)));
+        // -ngl 20 with -ts 1,3: the GPU range starts at layer 13; (il − 13)/20 < 0.25 for five
+        // layers; the 13 first layers stay on the CPU.
+        let (layers, output) = layer_devices(32, 20, &[1.0, 3.0]);
+        assert_eq!(layers.iter().filter(|d| d.is_none()).count(), 13);
+        assert_eq!(counts(32, 20, &[1.0, 3.0]), (vec![5, 14], Some(1)));
+        assert_eq!(output, Some(1));
+        // A zero share gets nothing; -ngl 0 puts nothing on any GPU.
+        assert_eq!(counts(32, 33, &[0.0, 1.0]), (vec![0, 32], Some(1)));
+        assert_eq!(counts(32, 0, &[1.0, 1.0]), (vec![0, 0], None));
+        // One GPU: every GPU layer on it (the single-GPU placement).
+        assert_eq!(counts(32, 16, &[1.0]), (vec![15], Some(0)));
+    }
 }

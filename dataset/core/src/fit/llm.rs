@@ -286,34 +286,38 @@ pub(crate) fn breakdown_with(
                 }
                 None => claim_number(ds, "fit-vllm-default-utilization")?,
             };
-            b.add("weights", weights, &weight_claims(wq));
-            b.add(
-                "kv-cache",
-                kv_bytes,
-                &[
-                    "vllm-max-seq-len-exceeds-kv-cache",
-                    "kv-cache-grows-with-context-and-users",
-                ],
-            );
-            b.add(
-                "cuda-context",
-                claim_number(ds, "fit-cuda-context-measured")?,
-                &["fit-cuda-context-measured"],
-            );
-            // vLLM takes `util` of the card and fills what is left after weights with KV blocks.
-            let needed: f64 = b.terms.iter().map(|t| t.bytes as f64).sum();
-            let card = needed / util;
-            b.add(
-                "gpu-memory-utilization-headroom",
-                card - needed,
-                &["vllm-gpu-memory-utilization-meaning"],
-            );
+            let kv_claims = ["vllm-max-seq-len-exceeds-kv-cache", "kv-cache-grows-with-context-and-users"];
+            let context = claim_number(ds, "fit-cuda-context-measured")?;
+            let gpus = vllm_gpus(m, l)?;
+            for (w_share, kv_share) in &gpus {
+                let mut terms = Vec::new();
+                let mut wc = weight_claims(wq);
+                let mut kc = kv_claims.to_vec();
+                if gpus.len() > 1 {
+                    wc.push("vllm-parallel-shards");
+                    kc.push("vllm-parallel-shards");
+                }
+                put(&mut terms, "weights", weights * w_share, &wc);
+                put(&mut terms, "kv-cache", kv_bytes * kv_share, &kc);
+                put(&mut terms, "cuda-context", context, &["fit-cuda-context-measured"]);
+                // vLLM takes `util` of each card and fills what is left after weights with KV blocks.
+                let needed: f64 = terms.iter().map(|t| t.bytes as f64).sum();
+                put(&mut terms, "gpu-memory-utilization-headroom", needed / util - needed, &["vllm-gpu-memory-utilization-meaning"]);
+                if gpus.len() == 1 {
+                    b.terms = terms;
+                } else {
+                    b.devices.push(terms);
+                }
+            }
             b.note(
                 "vllm-share",
                 &[("util", util.to_string()), ("tokens", (l.context * l.batch).to_string())],
                 "vLLM reserves {util} of the card at start; the peak shown is the smallest card whose share holds the weights and a KV pool for {tokens} tokens. On a bigger card vLLM fills the share with more KV blocks.",
             );
             b.note("vllm-unmodelled", &[], "vLLM's profiling activations and CUDA graphs are not modelled yet; keep a few GiB of margin.");
+            if gpus.len() > 1 {
+                b.note("vllm-parallel-unmodelled", &[], "The buffers NCCL and vLLM's own all-reduce keep on each GPU are not modelled yet.");
+            }
         }
         Engine::LlamaCpp | Engine::Ollama => {
             super::llamacpp::breakdown(ds, l, m, wq, kvq, file, &mut b)?;
@@ -326,6 +330,67 @@ pub(crate) fn breakdown_with(
         }
     }
     Ok(b)
+}
+
+/// Each GPU's share of the weights and of the KV cache under vLLM's tensor and pipeline
+/// parallelism (claim `vllm-parallel-shards`), in pipeline-stage order then tensor rank: a stage
+/// holds its own layers (`get_pp_indices`: an even share, the remainder to the stages before the
+/// last), the first stage the token embedding, the last the output head; tensor parallelism divides
+/// a stage's weights and its KV heads over its GPUs (a KV head is replicated when there are more
+/// GPUs than KV heads; an MLA latent is kept whole on every GPU).
+fn vllm_gpus(m: &Llm, l: &LlmInference) -> Result<Vec<(f64, f64)>, String> {
+    let n = l.gpus.max(1);
+    let pp = l.pipeline_parallel.unwrap_or(1);
+    if pp == 0 {
+        return Err(crate::messages::say("at-least-one", &[("field", "pipeline_parallel")]));
+    }
+    if n % pp != 0 || pp > m.layers as u64 {
+        return Err(crate::messages::say("vllm-pp", &[("gpus", &n.to_string()), ("pp", &pp.to_string()), ("layers", &m.layers.to_string())]));
+    }
+    let tp = n / pp;
+    if m.heads as u64 % tp != 0 {
+        return Err(crate::messages::say("vllm-tp-heads", &[("heads", &m.heads.to_string()), ("tp", &tp.to_string())]));
+    }
+    let kv_share = match m.attention {
+        crate::Attention::Mla => 1.0,
+        _ => (m.kv_heads as u64).div_ceil(tp) as f64 / m.kv_heads as f64,
+    };
+    let layers = m.layers as u64;
+    let params = m.params as f64;
+    let embed = m.vocab as f64 * m.hidden as f64;
+    // Layer parameters, and the embedding and output head (tied: one matrix, kept by both ends).
+    let per_layer = (params - embedding_params(m)) / layers as f64;
+    let mut out = Vec::new();
+    for stage in 0..pp {
+        let (lo, hi) = pp_indices(layers, stage, pp);
+        let mut p = per_layer * (hi - lo) as f64;
+        if stage == 0 {
+            p += embed;
+        }
+        if stage == pp - 1 && (!m.tied_embeddings || pp > 1) {
+            p += embed;
+        }
+        let share = p / params;
+        let kv = (hi - lo) as f64 / layers as f64 * kv_share;
+        for _ in 0..tp {
+            out.push((share / tp as f64, kv));
+        }
+    }
+    Ok(out)
+}
+
+/// The layers `[lo, hi)` of pipeline stage `rank` of `pp` (vLLM's `get_pp_indices` without
+/// `VLLM_PP_LAYER_PARTITION`).
+pub(crate) fn pp_indices(layers: u64, rank: u64, pp: u64) -> (u64, u64) {
+    let mut sizes = vec![layers / pp; pp as usize];
+    for i in 2..(layers % pp + 2) {
+        let k = sizes.len() as i64 - i as i64;
+        if k >= 0 {
+            sizes[k as usize] += 1;
+        }
+    }
+    let lo: u64 = sizes[..rank as usize].iter().sum();
+    (lo, lo + sizes[rank as usize])
 }
 
 /// KV-cache bytes of the whole batch. Global-attention layers keep every token; sliding-window
@@ -367,4 +432,21 @@ fn kv_cache_bytes(
         }
     };
     Ok((per_seq as f64 * l.batch as f64 * bytes_per_element, claims))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pp_indices;
+
+    #[test]
+    fn pipeline_stages_take_vllms_layer_ranges() {
+        // vLLM's get_pp_indices: an even share, the remainder to the stages before the last,
+        // starting with the second to last.
+        let split = |layers, pp| (0..pp).map(|r| pp_indices(layers, r, pp)).collect::<Vec<_>>();
+        assert_eq!(split(20, 4), vec![(0, 5), (5, 10), (10, 15), (15, 20)]);
+        assert_eq!(split(61, 4), vec![(0, 15), (15, 30), (30, 46), (46, 61)]);
+        assert_eq!(split(30, 4), vec![(0, 7), (7, 15), (15, 23), (23, 30)]);
+        assert_eq!(split(80, 3), vec![(0, 27), (27, 54), (54, 80)]);
+        assert_eq!(split(28, 8).iter().map(|(a, b)| b - a).collect::<Vec<_>>(), vec![3, 3, 3, 4, 4, 4, 4, 3]);
+    }
 }

@@ -90,6 +90,13 @@ pub struct Verdict {
     /// With the system RAM given and a workload that keeps something there: whether it holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ram: Option<RamVerdict>,
+    /// With several GPUs: each card's verdict (`card`, `budget_bytes`, `spare_bytes` above are the
+    /// binding card's; `fits` is whether every card holds its share).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuVerdict>,
+    /// With several GPUs: which card runs out first (or has the least spare).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limiting: Option<usize>,
 }
 
 /// Whether system RAM holds what the workload keeps there (negative spare: short by that much).
@@ -140,6 +147,10 @@ pub struct Fit {
     /// Tensor memory at the peak (what `torch.cuda.max_memory_allocated` reports).
     pub tensor_bytes: u64,
     pub breakdown: Vec<Term>,
+    /// With several GPUs: what each one holds at the peak (`breakdown` and `peak_bytes` are then
+    /// the binding GPU's: the one with the least spare, or the most memory without cards).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceFit>,
     /// What the workload holds in system RAM at the same time (weights and caches kept off the
     /// GPU, offloaded components, buffers), term by term; empty when nothing is kept there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -165,6 +176,25 @@ pub struct Fit {
     pub plan: Option<levers::Plan>,
 }
 
+/// One GPU of several and what it holds at the peak.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceFit {
+    /// Its position among the GPUs (llama.cpp's device order, the data-parallel rank).
+    pub gpu: usize,
+    pub peak_bytes: u64,
+    pub breakdown: Vec<Term>,
+}
+
+/// One card of several: its budget against what its GPU holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuVerdict {
+    pub card: Card,
+    pub budget_bytes: u64,
+    pub peak_bytes: u64,
+    pub spare_bytes: i64,
+    pub fits: bool,
+}
+
 /// An assumption or remark of the engine: `id` names it (the site shows it in the reader's
 /// language from `note.<id>` with `values`), `text` is the English sentence.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -184,6 +214,10 @@ pub(crate) struct Breakdown {
     pub arch: Option<Architecture>,
     /// Only the peak is wanted (the searches over the engine): notes are not written.
     pub quiet: bool,
+    /// With several GPUs, each GPU's terms; [`settle`] then makes `terms` the binding GPU's.
+    pub devices: Vec<Vec<Term>>,
+    /// Which of `devices` runs out first (the least spare, or the most memory without cards).
+    pub binding: usize,
 }
 
 impl Breakdown {
@@ -194,6 +228,8 @@ impl Breakdown {
             notes: Vec::new(),
             arch: None,
             quiet: false,
+            devices: Vec::new(),
+            binding: 0,
         }
     }
 
@@ -260,6 +296,36 @@ fn put(terms: &mut Vec<Term>, term: &str, bytes: f64, claims: &[&str]) {
             bytes,
             claims: claims.iter().map(|s| s.to_string()).collect(),
         });
+    }
+}
+
+/// With several GPUs: picks the binding GPU, the one with the least spare against `budgets` (one
+/// per GPU; empty: the one holding the most) and makes its terms the breakdown's.
+fn settle(b: &mut Breakdown, budgets: &[u64]) {
+    if b.devices.is_empty() {
+        return;
+    }
+    let mut best = (i128::MIN, 0);
+    for (i, d) in b.devices.iter().enumerate() {
+        let need = d.iter().map(|t| t.bytes as i128).sum::<i128>() - budgets.get(i).map_or(0, |&x| x as i128);
+        if need > best.0 {
+            best = (need, i);
+        }
+    }
+    b.binding = best.1;
+    b.terms = b.devices[best.1].clone();
+}
+
+/// What the searches compare against a budget: the peak; with several cards of different sizes,
+/// the binding GPU's shortfall counted against the largest card (the busiest GPU's peak plus how
+/// much smaller its card is), so that "within the largest card's budget" means every GPU fits.
+fn scalar(b: &Breakdown, budgets: &[u64]) -> u64 {
+    match budgets.iter().max() {
+        Some(&top) if b.devices.len() > 1 => {
+            let need = total(b) as i128 - budgets.get(b.binding).copied().unwrap_or(top) as i128;
+            (need + top as i128).max(0) as u64
+        }
+        _ => total(b),
     }
 }
 
@@ -345,11 +411,13 @@ pub(crate) fn add_runtime(
 
 /// The breakdown of one workload (no fits or levers).
 pub(crate) fn breakdown(ds: &Dataset, w: &Workload) -> Result<Breakdown, String> {
-    match w {
+    let mut b = match w {
         Workload::LlmInference(l) => llm::breakdown(ds, l),
         Workload::Training(t) => training::breakdown(ds, t),
         Workload::Diffusion(d) => diffusion::breakdown(ds, d),
-    }
+    }?;
+    settle(&mut b, w.card_budgets());
+    Ok(b)
 }
 
 /// The peak alone (what the searches over the engine need): the same breakdown, without the
@@ -365,7 +433,9 @@ pub(crate) fn usage_of(ds: &Dataset, w: &Workload) -> Option<(u64, u64)> {
         Workload::Training(t) => training::breakdown_with(ds, t, false),
         Workload::Diffusion(d) => diffusion::breakdown_with(ds, d, false),
     };
-    b.ok().map(|b| (total(&b), b.host_bytes()))
+    let mut b = b.ok()?;
+    settle(&mut b, w.card_budgets());
+    Some((scalar(&b, w.card_budgets()), b.host_bytes()))
 }
 
 fn total(b: &Breakdown) -> u64 {
@@ -409,8 +479,14 @@ pub fn process_context(ds: &Dataset, gpu: Option<&crate::Gpu>) -> Result<(u64, S
 
 /// The full answer: breakdown, GPUs it fits on, levers.
 pub fn fit(ds: &Dataset, w: &Workload) -> Result<Fit, String> {
+    fit_with(ds, w).map(|(f, _)| f)
+}
+
+/// [`fit`] and what the searches compare against a budget (see [`scalar`]).
+fn fit_with(ds: &Dataset, w: &Workload) -> Result<(Fit, u64), String> {
     let b = breakdown(ds, w)?;
     let peak = total(&b);
+    let need = scalar(&b, w.card_budgets());
     let mut gpus: Vec<&crate::Gpu> = ds.gpus.iter().collect();
     crate::sort_short_by(&mut gpus, |a, b| {
         a.memory_gb
@@ -418,6 +494,7 @@ pub fn fit(ds: &Dataset, w: &Workload) -> Result<Fit, String> {
             .unwrap()
             .then(a.id.cmp(&b.id))
     });
+    // With several GPUs: the catalog GPUs of which that many hold every share.
     let mut fits = Vec::new();
     for g in gpus {
         let limit = gpu_limit_bytes(ds, g)?;
@@ -430,32 +507,95 @@ pub fn fit(ds: &Dataset, w: &Workload) -> Result<Fit, String> {
             });
         }
     }
-    let levers = levers::levers(ds, w, peak, None);
-    Ok(Fit {
-        workload: w.to_value(),
-        architecture: b.arch.clone(),
-        peak_bytes: peak,
-        tensor_bytes: b.tensor_bytes(),
-        host_bytes: b.host_bytes(),
-        breakdown: b.terms,
-        host: b.host,
-        fits,
-        levers,
-        notes: b.notes,
-        answers: None,
-        verdict: None,
-        plan: None,
-    })
+    let levers = levers::levers(ds, w, need, None);
+    let devices = if b.devices.len() > 1 {
+        b.devices
+            .iter()
+            .enumerate()
+            .map(|(gpu, terms)| DeviceFit {
+                gpu,
+                peak_bytes: terms.iter().map(|t| t.bytes).sum(),
+                breakdown: terms.clone(),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok((
+        Fit {
+            workload: w.to_value(),
+            architecture: b.arch.clone(),
+            peak_bytes: peak,
+            tensor_bytes: b.tensor_bytes(),
+            host_bytes: b.host_bytes(),
+            breakdown: b.terms,
+            devices,
+            host: b.host,
+            fits,
+            levers,
+            notes: b.notes,
+            answers: None,
+            verdict: None,
+            plan: None,
+        },
+        need,
+    ))
 }
 
 /// [`fit`] for a card: the verdict, levers that say whether each alone fits, the plan when it does
-/// not fit, and the answers (largest context, batch, …) for that card.
+/// not fit, and the answers (largest context, batch, …) for that card. With `gpus` above 1 in
+/// the workload, that many of this card.
 pub fn fit_on(ds: &Dataset, w: &Workload, card: &Card) -> Result<Fit, String> {
-    let mut f = fit(ds, w)?;
-    let budget = card.budget_bytes();
-    f.levers = levers::levers(ds, w, f.peak_bytes, Some(budget));
-    f.plan = levers::plan(ds, w, (f.peak_bytes, f.host_bytes), budget, card.ram_bytes);
+    fit_on_cards(ds, w, std::slice::from_ref(card))
+}
+
+/// [`fit_on`] for several cards in one machine, in the engine's device order: the workload is
+/// spread over all of them (its `gpus` must be 1 or their number), each card gets its verdict,
+/// and the levers, plan and answers are for every card holding its share.
+pub fn fit_on_cards(ds: &Dataset, w: &Workload, cards: &[Card]) -> Result<Fit, String> {
+    let Some(first) = cards.first() else {
+        return Err("name at least one card".into());
+    };
+    let mut w = w.clone();
+    let n = w.gpus() as usize;
+    let cards: Vec<Card> = if cards.len() == 1 {
+        vec![first.clone(); n.max(1)]
+    } else if n == 1 || n == cards.len() {
+        if matches!(w, Workload::Diffusion(_)) {
+            return Err(crate::messages::say("gpus-diffusion", &[]));
+        }
+        w.set_gpus(cards.len() as u64);
+        cards.to_vec()
+    } else {
+        return Err(crate::messages::say("gpus-cards", &[("gpus", &n.to_string()), ("cards", &cards.len().to_string())]));
+    };
+    if cards.len() > 1 {
+        w.set_card_budgets(cards.iter().map(Card::budget_bytes).collect());
+    }
+    let (mut f, need) = fit_with(ds, &w)?;
+    let binding = f.devices.iter().zip(&cards).enumerate().min_by_key(|(_, (d, c))| c.budget_bytes() as i128 - d.peak_bytes as i128).map_or(0, |(i, _)| i);
+    let card = &cards[binding];
+    // The searches count against the largest card (see `scalar`); with one card, that card.
+    let budget = cards.iter().map(Card::budget_bytes).max().unwrap_or(0);
+    f.levers = levers::levers(ds, &w, need, Some(budget));
+    f.plan = levers::plan(ds, &w, (need, f.host_bytes), budget, card.ram_bytes);
     let mut v = Verdict::of(card, f.peak_bytes);
+    if cards.len() > 1 {
+        v.gpus = f
+            .devices
+            .iter()
+            .zip(&cards)
+            .map(|(d, c)| GpuVerdict {
+                card: c.clone(),
+                budget_bytes: c.budget_bytes(),
+                peak_bytes: d.peak_bytes,
+                spare_bytes: c.budget_bytes() as i64 - d.peak_bytes as i64,
+                fits: d.peak_bytes <= c.budget_bytes(),
+            })
+            .collect();
+        v.fits = v.gpus.iter().all(|g| g.fits);
+        v.limiting = Some(binding);
+    }
     // Unified memory (Apple silicon): what the process keeps "in system RAM" comes out of the same
     // memory, beside what the GPU uses; there the RAM is the Mac's memory unless given.
     let ram = match card.gpu_limit_bytes {
@@ -495,8 +635,54 @@ pub fn fit_on(ds: &Dataset, w: &Workload, card: &Card) -> Result<Fit, String> {
             text: format!("The {} runs ROCm: PyTorch keeps the same caching allocator there (PYTORCH_CUDA_ALLOC_CONF, or PYTORCH_HIP_ALLOC_CONF when that is unset), and llama.cpp the same buffers; the runtime's own memory was measured on NVIDIA GPUs, not under ROCm.", g.name),
         });
     }
-    f.answers = Some(search::answers(ds, w, budget)?);
+    f.answers = Some(search::answers(ds, &w, budget)?);
+    if cards.len() > 1 {
+        show_binding_peaks(ds, &w, &mut f);
+    }
     Ok(f)
+}
+
+/// With several cards the searches compare what each change needs against the largest card (see
+/// [`scalar`]); what the levers, the plan and the answers show is the binding GPU's own peak.
+fn show_binding_peaks(ds: &Dataset, w: &Workload, f: &mut Fit) {
+    let peak = |changes: &[(&str, serde_json::Value)]| {
+        let mut c = w.clone();
+        for (field, v) in changes {
+            levers::set(&mut c, field, v);
+        }
+        breakdown(ds, &c).ok().map(|b| total(&b))
+    };
+    let of = |changes: &[levers::Change]| peak(&changes.iter().map(|c| (c.field.as_str(), c.value.clone())).collect::<Vec<_>>());
+    for l in &mut f.levers {
+        if let Some(p) = of(&l.changes) {
+            l.peak_bytes = p;
+            l.saving_bytes = f.peak_bytes as i64 - p as i64;
+        }
+    }
+    if let Some(plan) = &mut f.plan
+        && let Some(p) = of(&plan.changes)
+    {
+        plan.peak_bytes = p;
+        plan.spare_bytes = f.verdict.as_ref().map_or(0, |v| v.budget_bytes as i64) - p as i64;
+    }
+    let Some(a) = &mut f.answers else { return };
+    for (field, l) in [("context", &mut a.max_context), ("batch", &mut a.max_batch), ("seq", &mut a.max_seq)] {
+        if let Some(l) = l
+            && let Some(p) = peak(&[(field, l.value.into())])
+        {
+            l.peak_bytes = p;
+        }
+    }
+    if let Some(g) = &mut a.gpu_layers
+        && let Some(p) = peak(&[("gpu_layers", g.layers.into())])
+    {
+        g.peak_bytes = p;
+    }
+    if let Some(b) = &mut a.best_weights
+        && let Some(p) = peak(&[("weights", b.format.clone().into())])
+    {
+        b.peak_bytes = p;
+    }
 }
 
 impl Verdict {
@@ -509,6 +695,8 @@ impl Verdict {
             spare_bytes: budget as i64 - peak_bytes as i64,
             fits: peak_bytes <= budget,
             ram: None,
+            gpus: Vec::new(),
+            limiting: None,
         }
     }
 }

@@ -120,7 +120,24 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
             ((params - e) * nf4.bytes_per_weight() + e * 2.0, lora_params(m, t.lora_rank as f64, &t.lora_targets), 4.0)
         }
     };
-    let shard = |stage: u8| if t.zero >= stage { n } else { 1.0 };
+    // FSDP shards like ZeRO: full (and hybrid, within its group) like stage 3; SHARD_GRAD_OP
+    // shards gradients and optimizer states, and keeps the parameters whole from the forward pass
+    // to the end of the backward pass, which is where the peak is (claim
+    // `pytorch-fsdp-sharding-strategies`).
+    let (stage, group) = match t.fsdp {
+        None => (t.zero, n),
+        Some(_) if t.zero > 0 => return Err(crate::messages::say("fsdp-and-zero", &[])),
+        Some(Fsdp::Full) => (3, n),
+        Some(Fsdp::ShardGradOp) => (2, n),
+        Some(Fsdp::Hybrid) => {
+            let g = t.shard_gpus.unwrap_or(t.gpus);
+            if g == 0 || t.gpus % g != 0 {
+                return Err(crate::messages::say("fsdp-shard-gpus", &[("shard", &g.to_string()), ("gpus", &t.gpus.to_string())]));
+            }
+            (3, g as f64)
+        }
+    };
+    let shard = |s: u8| if stage >= s { group } else { 1.0 };
     let w_claims: &[&str] = match t.method {
         Method::Full => &["training-mixed-precision-adamw-16-bytes-per-param"],
         Method::Lora => &["llm-weights-16bit-8b-32b-70b"],
@@ -192,15 +209,27 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
         b.add("logits", tokens * (logits_saved + logits_fwd), &["fit-training-logits"]);
         b.note("peak-forward-end", &[], "the peak is the loss at the end of the forward pass");
     }
-    if t.zero >= 3 && n > 1.0 {
-        // ZeRO-3 gathers one layer's full weights at a time.
-        b.add("zero3-gathered-layer", weights / layers, &["training-fsdp-zero-shard-model-states"]);
+    if stage >= 3 && group > 1.0 {
+        if t.fsdp.is_some() {
+            // FSDP gathers a layer's full parameters before it runs and, with limit_all_gathers
+            // (the default), lets at most two gathers be in flight.
+            let gathered = if lora { weights } else { params * p.act };
+            b.add("fsdp-gathered-layers", 2.0 * gathered / layers, &["pytorch-fsdp-limit-all-gathers", "pytorch-fsdp-sharding-strategies"]);
+        } else {
+            // ZeRO-3 gathers one layer's full weights at a time.
+            b.add("zero3-gathered-layer", weights / layers, &["training-fsdp-zero-shard-model-states"]);
+        }
+    }
+    if n > 1.0 && t.zero == 0 && t.fsdp.is_none() {
+        // DistributedDataParallel all-reduces gradients through buckets that are a second copy of
+        // them, kept for the whole run unless gradient_as_bucket_view is set.
+        b.add("ddp-gradient-buckets", trainable * train_bytes, &["pytorch-ddp-gradient-buckets"]);
     }
     if t.method == Method::Qlora {
         // One layer dequantized to 16 bit at a time.
         b.add("dequantized-layer", (params - embedding_params(m)) / layers * 2.0, &["training-qlora-loads-base-in-4bit"]);
     }
-    let dynamic = b.tensor_bytes() as f64 - weights / shard(3) - lora_w - states;
+    let dynamic = b.tensor_bytes() as f64 - weights / shard(3) - lora_w - states - b.terms.iter().find(|t| t.term == "ddp-gradient-buckets").map_or(0.0, |t| t.bytes as f64);
     // Autocast's weight copies, made again by the recomputed forward under checkpointing, leave
     // more of the allocator's segments in pieces. The base is what a small step needs whatever its
     // size: with few transient bytes a share of them does not leave room for the loss's largest
@@ -211,5 +240,10 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
         _ => ("fit-allocator-headroom-training-base", "fit-allocator-headroom-training"),
     };
     add_runtime(ds, &mut b, dynamic, Some(base), Some(share))?;
+    if n > 1.0 {
+        // Data parallel: every GPU holds the same share.
+        b.devices = vec![b.terms.clone(); t.gpus as usize];
+        b.note("data-parallel", &[("gpus", t.gpus.to_string())], "Data parallel over {gpus} GPUs: each holds the same share, so the card that runs out first is the smallest.");
+    }
     Ok(b)
 }

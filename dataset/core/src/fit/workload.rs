@@ -209,6 +209,49 @@ pub struct LlmInference {
     /// generation.
     #[serde(default)]
     pub all_logits: bool,
+    /// GPUs the model is spread over (default 1). llama.cpp / Ollama: the layer split over this
+    /// many cards; vLLM: `tensor_parallel_size × pipeline_parallel_size`.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub gpus: u64,
+    /// llama.cpp: `--split-mode` across several GPUs (default `layer`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_mode: Option<SplitMode>,
+    /// llama.cpp: `--tensor-split`, each GPU's share of the layers in proportion (default: each
+    /// card's free memory when the cards are known, else equal shares).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_split: Option<Vec<f64>>,
+    /// vLLM: `--pipeline-parallel-size` (default 1); the tensor-parallel size is `gpus` divided by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_parallel: Option<u64>,
+    /// What each card offers (the card less other processes), when the fit is for known cards:
+    /// llama.cpp's default split follows it, and the binding GPU is the one with the least spare.
+    /// Not part of the workload's JSON.
+    #[serde(skip)]
+    pub card_budgets: Vec<u64>,
+}
+
+/// llama.cpp `--split-mode` (`none` is one GPU: `gpus: 1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SplitMode {
+    /// Each GPU holds a contiguous run of layers with their KV cache (pipeline parallel).
+    Layer,
+    /// Matrix rows divided across the GPUs (deprecated; the CUDA backend no longer has it).
+    Row,
+    /// Weights and KV cache divided across the GPUs (experimental tensor parallelism).
+    Tensor,
+}
+
+/// FSDP sharding strategies (PyTorch `ShardingStrategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fsdp {
+    /// `FULL_SHARD`: parameters, gradients and optimizer states sharded over every GPU.
+    Full,
+    /// `SHARD_GRAD_OP`: gradients and optimizer states sharded; parameters kept whole after the forward pass.
+    ShardGradOp,
+    /// `HYBRID_SHARD`: full sharding inside each group of `shard_gpus`, replicas across groups.
+    Hybrid,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,6 +300,15 @@ pub struct Training {
     /// DeepSpeed ZeRO stage (0 = plain data parallel).
     #[serde(default)]
     pub zero: u8,
+    /// PyTorch FSDP instead of DeepSpeed: how the model states are sharded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fsdp: Option<Fsdp>,
+    /// FSDP hybrid shard: GPUs in each sharding group (default: every GPU, which is full sharding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_gpus: Option<u64>,
+    /// What each card offers, when the fit is for known cards (see [`LlmInference::card_budgets`]).
+    #[serde(skip)]
+    pub card_budgets: Vec<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -344,6 +396,9 @@ fn is_all_linear(t: &LoraTargets) -> bool {
 fn one() -> u64 {
     1
 }
+fn is_one(n: &u64) -> bool {
+    *n == 1
+}
 fn sixteen() -> u64 {
     16
 }
@@ -406,6 +461,43 @@ impl Workload {
             .expect("object")
             .insert("kind".into(), kind.into());
         v
+    }
+
+    /// GPUs the workload is spread over.
+    pub fn gpus(&self) -> u64 {
+        match self {
+            Workload::LlmInference(w) => w.gpus,
+            Workload::Training(w) => w.gpus,
+            Workload::Diffusion(_) => 1,
+        }
+    }
+
+    /// Spreads the workload over `n` GPUs (see [`Workload::gpus`]).
+    pub fn set_gpus(&mut self, n: u64) {
+        match self {
+            Workload::LlmInference(w) => w.gpus = n,
+            Workload::Training(w) => w.gpus = n,
+            Workload::Diffusion(_) => {}
+        }
+    }
+
+    /// The budgets of the cards the fit is for (one per GPU), which the engine uses to place
+    /// layers the way llama.cpp does by default and to find the GPU that runs out first.
+    pub fn set_card_budgets(&mut self, budgets: Vec<u64>) {
+        match self {
+            Workload::LlmInference(w) => w.card_budgets = budgets,
+            Workload::Training(w) => w.card_budgets = budgets,
+            Workload::Diffusion(_) => {}
+        }
+    }
+
+    /// See [`Workload::set_card_budgets`] (empty: not set).
+    pub fn card_budgets(&self) -> &[u64] {
+        match self {
+            Workload::LlmInference(w) => &w.card_budgets,
+            Workload::Training(w) => &w.card_budgets,
+            Workload::Diffusion(_) => &[],
+        }
     }
 
     /// The catalog id of the model, or the label of a user-described one.

@@ -43,7 +43,8 @@ N_PREDICT = 8
 
 def case(group, model, weights, context, **kw):
     c = dict(group=group, model=model, weights=weights, context=context, kv="f16", fa=True, ub=512, b=2048,
-             ngl=None, slots=1, tool="completion", ncmoe=None, swa_full=False, ollama=False, tag=None)
+             ngl=None, slots=1, tool="completion", ncmoe=None, swa_full=False, ollama=False, tag=None,
+             devices=1, ts=None)
     c.update(kw)
     fa = {True: "fa", False: "nofa", "auto": "faauto"}[c["fa"]]
     parts = [model, weights, f"c{context}", fa, f"kv{c['kv']}", f"ub{c['ub']}"]
@@ -59,6 +60,10 @@ def case(group, model, weights, context, **kw):
         parts.append(c["tool"])
     if c["ollama"]:
         parts.append("ollama")
+    if c["devices"] > 1:
+        parts.append(f"dev{c['devices']}")
+    if c["ts"]:
+        parts.append("ts" + "-".join(str(x) for x in c["ts"]))
     if c["tag"]:
         parts.append(c["tag"])
     c["id"] = "-".join(parts)
@@ -137,7 +142,32 @@ def cases():
         case(h, L1, "Q8_0", 65536, ub=1024, slots=2, tool="server", tag="check"),
         case(h, NEMO, "Q4_K_M", 131072, kv="q8_0", ub=2048, tool="server", tag="check"),
     ]
+    # Several GPUs: llama.cpp's layer split over virtual CUDA devices (GGML_CUDA_DEVICES=N
+    # emulates N devices on one GPU, each reporting its share of the memory), checked per device
+    # against llama.cpp's own --fit-print breakdown. One physical GPU holds every device, so the
+    # NVML peak is the sum over devices with one CUDA context, not a per-GPU figure.
+    d = "split"
+    out += [
+        case(d, L8, "Q4_K_M", 8192, devices=2),
+        case(d, L8, "Q4_K_M", 8192, devices=2, ts=[3, 1]),
+        case(d, L8, "Q4_K_M", 8192, devices=2, ts=[1, 3], ngl=20),
+        case(d, L8, "Q4_K_M", 32768, devices=3, ts=[2, 1, 1]),
+        case(d, L8, "Q4_K_M", 8192, devices=2, ts=[1, 1], slots=4, tool="server"),
+        case(d, L8, "Q4_K_M", 16384, devices=2, ts=[5, 3], fa=False),
+        case(d, L1, "Q8_0", 16384, devices=2, ts=[1, 1]),
+        case(d, L1, "Q8_0", 16384, devices=4, ts=[1, 2, 3, 4], ub=2048),
+        case(d, G2, "Q4_K_M", 8192, devices=2, ts=[1, 2]),
+        case(d, NEMO, "Q4_K_M", 16384, devices=2, ts=[2, 1]),
+    ]
     return out
+
+
+def env_of(c):
+    """The environment of a case's llama.cpp processes: virtual devices for the split cases."""
+    e = dict(os.environ)
+    if c["devices"] > 1:
+        e["GGML_CUDA_DEVICES"] = str(c["devices"])
+    return e
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,6 +266,8 @@ def common_args(c, path):
     fa = {True: "on", False: "off", "auto": "auto"}[c["fa"]]
     a = ["-m", path, "-c", str(c["context"] * c["slots"]), "-fa", fa,
          "-ctk", c["kv"], "-ctv", c["kv"], "-ub", str(c["ub"]), "-b", str(max(c["b"], c["ub"]))]
+    if c["ts"]:
+        a += ["-ts", ",".join(str(x) for x in c["ts"])]
     if c["ollama"]:
         # What Ollama passes (llm/llama_server.go at v0.32.15): no -ngl, no threads, context shift.
         return a + ["--context-shift", "--keep", "4"]
@@ -266,7 +298,7 @@ def fit_print(args, c, path):
     if "--context-shift" in a:
         a = a[:a.index("--context-shift")]
     r = subprocess.run([os.path.join(args.bin, "llama-fit-params")] + a + ["--fit-print", "on"],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=env_of(c))
     rows = {}
     for line in r.stdout.splitlines():
         p = line.split()
@@ -285,7 +317,7 @@ def run_completion(args, c, path, nvml):
     s = Sampler(nvml)
     s.start()
     t = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout, env=env_of(c))
     s.stop.set()
     s.join()
     log = r.stdout + r.stderr
@@ -301,7 +333,7 @@ def run_server(args, c, path, nvml):
     s = Sampler(nvml)
     s.start()
     t = time.time()
-    p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
+    p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env_of(c))
     ok, tokens = False, []
     try:
         for _ in range(600):
@@ -361,6 +393,10 @@ def workload(c):
         w["swa_full"] = True
     if c["tool"] == "server":
         w["server"] = True
+    if c["devices"] > 1:
+        w["gpus"] = c["devices"]
+        if c["ts"]:
+            w["tensor_split"] = c["ts"]
     return w
 
 
@@ -411,6 +447,9 @@ def main():
             rec["idle_used"] = idle
             rec["peak_minus_idle"] = r["peak"] - idle
             rec["args"] = common_args(c, os.path.basename(path))
+            if c["devices"] > 1:
+                # llama.cpp's own per-device lines: buffers allocated, the memory breakdown at exit.
+                rec["log_devices"] = [x for x in log.splitlines() if re.search(r"CUDA\d|pipeline parallel", x)][-60:]
             if not r["ok"]:
                 rec["log_tail"] = log[-3000:]
         except Exception as e:  # one broken case must not stop the rest

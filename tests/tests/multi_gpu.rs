@@ -1,0 +1,165 @@
+//! Several GPUs in one machine: llama.cpp's layer split (checked per GPU against llama.cpp's own
+//! buffers on virtual devices), vLLM's tensor and pipeline parallelism, data-parallel training,
+//! and the verdict for a set of cards that says which one runs out first.
+
+use headroom_core::fit::accuracy::{llama_accuracy, parse_llama_references};
+use headroom_core::fit::{fit, fit_on, fit_on_cards, parse_input, Card, Fit, Workload};
+use headroom_e2e::data::loaded;
+use headroom_e2e::repo_root;
+use serde_json::{json, Value};
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+fn workload(v: &Value) -> Workload {
+    parse_input(&v.to_string()).unwrap().remove(0)
+}
+
+fn term(terms: &[headroom_core::fit::Term], name: &str) -> u64 {
+    terms.iter().find(|t| t.term == name).map_or(0, |t| t.bytes)
+}
+
+fn note<'a>(f: &'a Fit, id: &str) -> &'a headroom_core::fit::Note {
+    f.notes.iter().find(|n| n.id == id).unwrap_or_else(|| panic!("no note {id}: {:?}", f.notes))
+}
+
+#[test]
+fn every_gpu_of_the_split_runs_matches_llamacpps_own_buffers() {
+    let text = std::fs::read_to_string(repo_root().join("dataset/measurements/llamacpp/h200-llamacpp-split-0c1e570.jsonl")).unwrap();
+    let refs = parse_llama_references(&text).unwrap();
+    let rows = llama_accuracy(&loaded().dataset, &refs).unwrap();
+    assert!(rows.len() >= 10, "{} split runs", rows.len());
+    let gpus: usize = rows.iter().map(|r| r.devices.len()).sum();
+    assert!(gpus >= 20, "{gpus} GPUs");
+    for r in &rows {
+        assert!(r.within_tolerance && r.host_within_tolerance, "{}: {:?}", r.id, r);
+        assert!(r.devices.len() >= 2, "{}: per-GPU rows", r.id);
+        for d in &r.devices {
+            assert!(d.within_tolerance, "{} GPU {}: llama.cpp {} engine {}", r.id, d.gpu, d.measured, d.predicted);
+        }
+    }
+}
+
+#[test]
+fn llamacpp_layer_split_follows_tensor_split_and_names_the_limiting_card() {
+    let ds = &loaded().dataset;
+    let w = workload(&json!({"kind": "llm-inference", "model": "llama-3.1-8b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 8192, "engine": "llama.cpp", "gpus": 2, "tensor_split": [3, 1]}));
+    let f = fit(ds, &w).unwrap();
+    assert_eq!(f.devices.len(), 2);
+    assert_eq!(note(&f, "layer-split").values["counts"], "25 + 7");
+    assert_eq!(note(&f, "layer-split").values["output"], "GPU 1");
+    // Each layer's KV cache stays with it: 25 and 7 of 32 layers' 1 GiB at 8k tokens.
+    let kv = |d: usize| term(&f.devices[d].breakdown, "kv-cache") as f64;
+    assert!((kv(0) / kv(1) - 25.0 / 7.0).abs() < 1e-6);
+    assert_eq!(f.peak_bytes, f.devices.iter().map(|d| d.peak_bytes).max().unwrap(), "the busiest GPU without cards");
+
+    // Two different cards: the default split follows what each card offers, each card gets its
+    // verdict, and the one with the least spare is named.
+    let cards = [Card::parse(ds, "rtx-3090", 1.0).unwrap(), Card::parse(ds, "rtx-3060-12gb", 0.0).unwrap()];
+    let big = workload(&json!({"kind": "llm-inference", "model": "llama-3.1-70b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 8192, "engine": "llama.cpp"}));
+    let f = fit_on_cards(ds, &big, &cards).unwrap();
+    let v = f.verdict.as_ref().unwrap();
+    assert_eq!(v.gpus.len(), 2);
+    assert!(!v.fits, "40 GiB of weights on 23 + 12 GiB");
+    let limiting = v.limiting.unwrap();
+    assert_eq!(v.card.name, cards[limiting].name);
+    assert_eq!(v.spare_bytes, v.gpus.iter().map(|g| g.spare_bytes).min().unwrap());
+    for (g, c) in v.gpus.iter().zip(&cards) {
+        assert_eq!(g.budget_bytes, c.budget_bytes());
+        assert_eq!(g.spare_bytes, g.budget_bytes as i64 - g.peak_bytes as i64);
+    }
+    // The plan fits both cards: fitted again on them, every GPU holds its share.
+    let plan = f.plan.as_ref().expect("a plan with fewer GPU layers or a smaller format");
+    let again = fit_on_cards(ds, &workload(&plan.workload), &cards).unwrap();
+    assert!(again.verdict.unwrap().fits, "{:?}", plan.changes);
+    // What the answers show is the binding GPU's own peak, within its card.
+    let layers = f.answers.as_ref().unwrap().gpu_layers.as_ref().unwrap();
+    assert!(layers.peak_bytes <= cards.iter().map(Card::budget_bytes).max().unwrap());
+}
+
+#[test]
+fn several_cards_are_checked_against_the_workload() {
+    let ds = &loaded().dataset;
+    let card = Card::parse(ds, "rtx-4090", 0.0).unwrap();
+    let llm = |extra: Value| {
+        let mut w = json!({"kind": "llm-inference", "model": "llama-3.1-8b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 8192, "engine": "llama.cpp"});
+        w.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        workload(&w)
+    };
+    let err = fit_on_cards(ds, &llm(json!({"gpus": 3})), &[card.clone(), card.clone()]).unwrap_err();
+    assert!(err.contains("3 GPUs") && err.contains("2 cards"), "{err}");
+    let err = fit(ds, &llm(json!({"gpus": 2, "tensor_split": [1, 1, 1]}))).unwrap_err();
+    assert!(err.contains("3 shares for 2 GPUs"), "{err}");
+    let err = fit(ds, &llm(json!({"gpus": 2, "split_mode": "row"}))).unwrap_err();
+    assert!(err.contains("no longer has the row split"), "{err}");
+    let err = fit(ds, &llm(json!({"gpus": 2, "tensor_split": [1, -1]}))).unwrap_err();
+    assert!(err.contains("0 or more"), "{err}");
+    let diffusion = workload(&json!({"kind": "diffusion", "model": "flux.1-dev"}));
+    assert!(fit_on_cards(ds, &diffusion, &[card.clone(), card.clone()]).unwrap_err().contains("not modelled"));
+    // One card with `gpus: 2` is two of that card.
+    let f = fit_on(ds, &llm(json!({"gpus": 2})), &card).unwrap();
+    assert_eq!(f.verdict.unwrap().gpus.len(), 2);
+}
+
+#[test]
+fn vllm_divides_weights_and_kv_heads_over_tensor_parallel_gpus() {
+    let ds = &loaded().dataset;
+    let vllm = |extra: Value| {
+        let mut w = json!({"kind": "llm-inference", "model": "llama-3.1-70b", "weights": "bf16", "context": 8192, "batch": 4, "engine": "vllm"});
+        w.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        fit(ds, &workload(&w))
+    };
+    let one = vllm(json!({})).unwrap();
+    let four = vllm(json!({"gpus": 4})).unwrap();
+    assert_eq!(four.devices.len(), 4);
+    let w1 = term(&one.breakdown, "weights") as f64;
+    let kv1 = term(&one.breakdown, "kv-cache") as f64;
+    for d in &four.devices {
+        // 8 KV heads over 4 GPUs: 2 each, a quarter of the cache.
+        assert!((term(&d.breakdown, "weights") as f64 - w1 / 4.0).abs() < 2.0);
+        assert!((term(&d.breakdown, "kv-cache") as f64 - kv1 / 4.0).abs() < 2.0);
+    }
+    // 16 GPUs and 8 KV heads: each KV head on two GPUs, an eighth of the cache each.
+    let sixteen = vllm(json!({"gpus": 16})).unwrap();
+    assert!((term(&sixteen.devices[0].breakdown, "kv-cache") as f64 - kv1 / 8.0).abs() < 2.0);
+    // 64 attention heads do not split over 3 GPUs.
+    assert!(vllm(json!({"gpus": 3})).unwrap_err().contains("must divide"));
+    // Pipeline parallel: 80 layers in two stages of 40; the embedding on the first, the head on the last.
+    let pp = vllm(json!({"gpus": 2, "pipeline_parallel": 2})).unwrap();
+    let (a, b) = (term(&pp.devices[0].breakdown, "weights"), term(&pp.devices[1].breakdown, "weights"));
+    assert_eq!(a, b, "an untied head is the same size as the embedding");
+    assert!(((a + b) as f64 - w1).abs() < 4.0);
+    assert!(vllm(json!({"gpus": 4, "pipeline_parallel": 3})).unwrap_err().contains("must divide"));
+}
+
+#[test]
+fn data_parallel_training_holds_the_same_share_on_every_gpu() {
+    let ds = &loaded().dataset;
+    let train = |extra: Value| {
+        let mut w = json!({"kind": "training", "model": "llama-3.1-8b", "method": "full", "precision": "bf16", "seq": 2048, "gradient_checkpointing": true});
+        w.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        fit(ds, &workload(&w))
+    };
+    let one = train(json!({})).unwrap();
+    let ddp = train(json!({"gpus": 4})).unwrap();
+    assert_eq!(ddp.devices.len(), 4);
+    assert!(ddp.devices.iter().all(|d| d.peak_bytes == ddp.peak_bytes));
+    // DDP keeps a second copy of the gradients in its buckets.
+    let params = one.architecture.as_ref().unwrap().params as f64;
+    assert!((term(&ddp.breakdown, "ddp-gradient-buckets") as f64 - 2.0 * params).abs() < 2.0);
+    assert!(ddp.breakdown.iter().find(|t| t.term == "ddp-gradient-buckets").unwrap().claims.contains(&"pytorch-ddp-gradient-buckets".to_string()));
+    // FSDP full shard: the weights a quarter, two gathered layers beside them.
+    let fsdp = train(json!({"gpus": 4, "fsdp": "full"})).unwrap();
+    assert!((term(&fsdp.breakdown, "weights") as f64 - 2.0 * params / 4.0).abs() < 2.0);
+    assert!(term(&fsdp.breakdown, "fsdp-gathered-layers") > 0);
+    assert!(fsdp.peak_bytes < ddp.peak_bytes && fsdp.peak_bytes < one.peak_bytes);
+    // Hybrid shard over groups of 2: half the weights.
+    let hybrid = train(json!({"gpus": 4, "fsdp": "hybrid", "shard_gpus": 2})).unwrap();
+    assert!((term(&hybrid.breakdown, "weights") as f64 - 2.0 * params / 2.0).abs() < 2.0);
+    assert!(train(json!({"gpus": 4, "fsdp": "hybrid", "shard_gpus": 3})).unwrap_err().contains("must divide"));
+    assert!(train(json!({"gpus": 4, "fsdp": "full", "zero": 2})).unwrap_err().contains("give one"));
+    // On a 24 GiB and a 16 GiB card the smaller one limits.
+    let cards = [Card::parse(ds, "24", 0.0).unwrap(), Card::parse(ds, "16", 0.0).unwrap()];
+    let f = fit_on_cards(ds, &workload(&json!({"kind": "training", "model": "llama-3.2-1b", "method": "lora", "seq": 1024})), &cards).unwrap();
+    assert_eq!(f.verdict.as_ref().unwrap().limiting, Some(1));
+    assert!(f.verdict.unwrap().budget_bytes < (17.0 * GIB) as u64);
+}
