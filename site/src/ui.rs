@@ -72,6 +72,10 @@ pub fn term_label(lang: Lang, term: &str) -> String {
         "zero3-gathered-layer" => k::TERM_ZERO3_GATHERED_LAYER,
         "dequantized-layer" => k::TERM_DEQUANTIZED_LAYER,
         "attention-mask" => k::TERM_ATTENTION_MASK,
+        "softmax-copy" => k::TERM_SOFTMAX_COPY,
+        "pipeline-copies" => k::TERM_PIPELINE_COPIES,
+        "ddp-gradient-buckets" => k::TERM_DDP_GRADIENT_BUCKETS,
+        "fsdp-gathered-layers" => k::TERM_FSDP_GATHERED_LAYERS,
         other => return other.to_string(),
     };
     t(lang, key).to_string()

@@ -3,7 +3,7 @@
 //! against the fit engine (`fit_on`), with no English left in the card's answers on other
 //! languages.
 
-use headroom_core::fit::{fit_on, parse_input, Card, Fit};
+use headroom_core::fit::{fit_on, fit_on_cards, parse_input, Card, Fit};
 use headroom_core::Lang;
 use headroom_e2e::data::loaded;
 use headroom_e2e::{site_dir, Browser, Server, TempDir};
@@ -353,6 +353,11 @@ fn the_calculator_in_many_states_shows_no_english_in_other_languages() {
         "?kind=diffusion&model=sdxl&precision=fp16&offload=model&card=rtx-3050-8gb",
         "?kind=diffusion&model=wan2.1-t2v-14b&precision=bf16&frames=81&block_swap=20&card=rtx-4090",
         "?kind=diffusion&model=sd-3.5-large&component=text-encoder",
+        // Several GPUs: llama.cpp over two cards, vLLM tensor parallel, FSDP training.
+        "?kind=llm-inference&model=llama-3.1-70b&weights=Q4_K_M&kv_cache=fp16&context=8192&engine=ollama&card=rtx-3090&cards=rtx-3060-12gb",
+        "?kind=llm-inference&model=llama-3.1-70b&weights=awq-int4&context=8192&batch=4&engine=vllm&gpus=2&card=rtx-4090",
+        "?kind=training&model=llama-3.1-8b&method=full&precision=bf16&seq=2048&gradient_checkpointing=true&gpus=4&fsdp=full&card=rtx-4090",
+        "?kind=llm-inference&model=llama-3.1-8b&weights=Q4_K_M&engine=llama.cpp&gpus=2&tensor_split=%5B1%2C1%2C1%5D&card=rtx-4090",
         // Inputs the engine refuses: the message, in the reader's language.
         "?kind=llm-inference&model=llama-3.1-8b&weights=bf16&context=0&engine=transformers",
         "?kind=llm-inference&model=llama-3.2-1b&weights=bf16&context=99999999&engine=transformers",
@@ -366,7 +371,7 @@ fn the_calculator_in_many_states_shows_no_english_in_other_languages() {
             b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), q));
             wait_app(&b);
             b.wait_js("return !!document.getElementById('peak') || !!document.getElementById('calc-error')");
-            let refused = ["context=0", "context=99999999", "card=abc", "block_swap=500"].iter().any(|x| q.contains(x));
+            let refused = ["context=0", "context=99999999", "card=abc", "block_swap=500", "tensor_split"].iter().any(|x| q.contains(x));
             assert_eq!(b.js("return !!document.getElementById('calc-error')"), refused, "{lang:?} {q}");
             b.js("for (const d of document.querySelectorAll('details')) d.open = true; return 1");
             let text = b.js("return document.querySelector('main').innerText");
@@ -444,4 +449,61 @@ fn a_mac_is_judged_by_the_gpus_share_of_its_memory() {
     let want = fmt(lang, k::NOTE_APPLE_CARD, &[("card", &note.values["card"]), ("limit", &gib(note.values["limit"].parse().unwrap(), lang)), ("left", &gib(note.values["left"].parse().unwrap(), lang))]);
     assert_eq!(b.text("li[data-note='apple-card']").unwrap(), want);
     no_english(&b, lang);
+}
+
+/// Two different cards in one machine, in Spanish on a phone and in English on a desktop: one bar
+/// per GPU, each card's verdict with the one that runs out first named, as the engine says
+/// (`fit_on_cards`); the card picker offers the second card only where the workload can use it.
+#[test]
+fn two_cards_in_one_machine_get_a_bar_and_a_verdict_each() {
+    let tmp = TempDir::new("card-two");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let ds = &loaded().dataset;
+    let w = json!({"kind":"llm-inference","model":"llama-3.1-70b","weights":"Q4_K_M","kv_cache":"fp16","context":8192,"batch":1,"engine":"llama.cpp"});
+    let cards = [Card::parse(ds, "rtx-3090", 0.0).unwrap(), Card::parse(ds, "rtx-3060-12gb", 0.0).unwrap()];
+    let f = fit_on_cards(ds, &parse_input(&w.to_string()).unwrap()[0], &cards).unwrap();
+    let v = f.verdict.clone().unwrap();
+    let limiting = v.limiting.unwrap();
+    for (lang, (width, height)) in [(Lang::Es, (390, 844)), (Lang::En, (1366, 900))] {
+        b.resize(width, height);
+        b.goto(&format!("{}{}{}&cards=rtx-3060-12gb", server.url, Route::Calculator.path(lang), query(&w, "rtx-3090")));
+        wait_app(&b);
+        b.wait_js("return document.querySelectorAll('#gpu-bars li').length === 2");
+        for d in &f.devices {
+            assert_eq!(b.js(&format!("return document.querySelector('#gpu-bars li[data-gpu=\"{}\"]').dataset.bytes", d.gpu)), json!(d.peak_bytes.to_string()));
+        }
+        assert_eq!(b.js("return [...document.querySelectorAll('#gpu-bars li')].findIndex(li => li.classList.contains('limiting'))"), json!(limiting));
+        // The verdict names the card that runs out first, and each card's line says its share.
+        b.wait_text("#verdict .verdict-line", |s| s == verdict_text(lang, &f));
+        assert_eq!(b.js("return document.querySelectorAll('#verdict-gpus li').length"), json!(2));
+        for (i, g) in v.gpus.iter().enumerate() {
+            let (key, size) = if g.fits { (k::CALC_GPU_FITS, g.spare_bytes) } else { (k::CALC_GPU_SHORT, -g.spare_bytes) };
+            let want = fmt(lang, key, &[("n", &i.to_string()), ("card", &g.card.name), ("peak", &gib(g.peak_bytes as f64, lang)), ("size", &gib(size as f64, lang))]);
+            let text = b.text(&format!("#verdict-gpus li[data-gpu='{i}']")).unwrap();
+            assert!(text.starts_with(&want), "{text} / {want}");
+        }
+        assert!(b.text(&format!("#verdict-gpus li[data-gpu='{limiting}']")).unwrap().ends_with(t(lang, k::CALC_GPU_LIMITING)));
+        // The answers and the plan are for the machine: both cards.
+        let both = format!("{} + {}", cards[0].name, cards[1].name);
+        assert_eq!(b.text("#answers h2").unwrap(), fmt(lang, k::CALC_ANSWERS, &[("gpu", &both)]));
+        let note = f.notes.iter().find(|n| n.id == "layer-split").unwrap();
+        assert_eq!(b.text("li[data-note='layer-split']").unwrap(), fmt(lang, k::NOTE_LAYER_SPLIT, &[("counts", &note.values["counts"]), ("output", &note.values["output"])]));
+        assert_eq!(b.js("return document.documentElement.scrollWidth <= window.innerWidth + 1"), json!(true), "{lang:?}: the page scrolls sideways");
+        if lang != Lang::En {
+            no_english(&b, lang);
+        }
+        b.js("document.getElementById('verdict').scrollIntoView(); return 1");
+        std::fs::write(artefacts().join(format!("two-cards-{}.png", lang.code())), b.screenshot()).unwrap();
+    }
+    // Choosing the second card in the picker puts it in the link; diffusion does not offer it.
+    b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(Lang::En), query(&w, "rtx-3090")));
+    wait_app(&b);
+    b.wait_js("return !!document.getElementById('c-cards')");
+    b.js("const s = document.getElementById('c-cards'); s.value = 'rtx-3060-12gb'; s.dispatchEvent(new Event('change', {bubbles: true})); return 1");
+    b.wait_js("return location.search.includes('cards=rtx-3060-12gb') && document.querySelectorAll('#gpu-bars li').length === 2");
+    b.goto(&format!("{}{}?kind=diffusion&model=flux.1-dev&card=rtx-3090", server.url, Route::Calculator.path(Lang::En)));
+    wait_app(&b);
+    b.wait_js("return !!document.getElementById('verdict')");
+    assert_eq!(b.js("return !!document.getElementById('c-cards')"), json!(false));
 }

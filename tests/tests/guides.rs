@@ -123,7 +123,12 @@ fn links_go_to_existing_claims_guides_headings_and_valid_workloads() {
                         assert!(target.headings.iter().any(|h| h.id == a), "{code} {}: {href} has no such heading", g.slug);
                     }
                 } else if let Some(q) = href.strip_prefix(&format!("/{code}/calculator/")) {
-                    let state = headroom_core::fit::query::parse_query(q);
+                    let mut state = headroom_core::fit::query::parse_query(q);
+                    // The card fields are the calculator's, not the workload's (dataset check
+                    // fits the link on its cards).
+                    for key in headroom_core::fit::query::CARD_KEYS {
+                        state.remove(key);
+                    }
                     let w = headroom_core::fit::workload::Workload::from_value(&serde_json::Value::Object(state)).unwrap();
                     headroom_core::fit::fit(ds, &w).unwrap_or_else(|e| panic!("{code} {}: {href}: {e}", g.slug));
                 } else if let Some(a) = href.strip_prefix('#') {

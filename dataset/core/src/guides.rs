@@ -375,9 +375,24 @@ mod render {
                         links.push(GuideLink { slug: s.to_string(), anchor: anchor.clone() });
                         (format!("/{}/guides/{s}/{}", lang.code(), anchor.map(|a| format!("#{a}")).unwrap_or_default()), None)
                     } else if let Some(q) = dest.strip_prefix("calc:") {
-                        let state = crate::fit::query::parse_query(q);
-                        let checked = crate::fit::workload::Workload::from_value(&serde_json::Value::Object(state))
-                            .and_then(|w| crate::fit::fit(ds, &w));
+                        let mut state = crate::fit::query::parse_query(q);
+                        // The card fields: a card and the other cards in the same machine.
+                        let spec = |v: Option<serde_json::Value>| v.map(|v| v.as_str().map_or(v.to_string(), str::to_string));
+                        let card = spec(state.remove("card"));
+                        let others = spec(state.remove("cards"));
+                        for key in crate::fit::query::CARD_KEYS {
+                            state.remove(key);
+                        }
+                        let checked = crate::fit::workload::Workload::from_value(&serde_json::Value::Object(state)).and_then(|w| match &card {
+                            Some(c) => {
+                                let cards = std::iter::once(c.as_str())
+                                    .chain(others.iter().flat_map(|o| o.split(',')))
+                                    .map(|x| crate::fit::Card::parse(ds, x.trim(), 0.0))
+                                    .collect::<Result<Vec<_>, String>>()?;
+                                crate::fit::fit_on_cards(ds, &w, &cards)
+                            }
+                            None => crate::fit::fit(ds, &w),
+                        });
                         if let Err(err) = checked {
                             problems.push(format!("calculator link `{q}` is not a valid workload: {err}"));
                         }

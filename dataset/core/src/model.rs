@@ -504,7 +504,8 @@ impl Dataset {
     /// calculator's pages read. Claims: those a breakdown term can cite or the engine reads (not
     /// those that only label a lever), with the counts per verdict of all of them; contradicted
     /// ones keep only their id and verdict (the engine never cites them); the others lose their
-    /// derivations other than those over a model's components (`params(…)`), their topics,
+    /// derivations other than those over a model's components (`params(…)`), their notes (and the
+    /// corrections of all but qualified claims, the only ones the calculator shows), topics,
     /// histories, tools, cards and related claims and, left without a derivation, their
     /// conditions. The catalog's sources, the GPUs' values other than memory, the seeds and the
     /// guides go too. `tests/calculator_data.rs` checks that the engine answers the same on it.
@@ -526,6 +527,12 @@ impl Dataset {
             // names, and the derivations it looks up. The others keep id, verdict and value.
             if c.sources.is_empty() && !crate::fit::engine_names_claim(&c.id) {
                 c.statement = Text::default();
+                c.correction = None;
+            }
+            // The calculator shows a claim's statement and, when qualified, its condition; the
+            // note (why the verdict is what it is) is on the claim's own page.
+            c.note = Text::default();
+            if c.verdict != Verdict::Qualified {
                 c.correction = None;
             }
             c.topic.clear();

@@ -3,7 +3,7 @@
 
 use headroom_core::fit::levers::Change;
 use headroom_core::fit::search::Answers;
-use headroom_core::fit::{Card, Fit, Verdict, Workload, fit, fit_on};
+use headroom_core::fit::{Card, Fit, Verdict, Workload, fit, fit_on_cards};
 use headroom_core::{Lang, Modality};
 use headroom_i18n::{Key, fmt, k, t};
 use leptos::prelude::*;
@@ -66,11 +66,32 @@ pub fn compute(
     }
     let w = Workload::from_value(&Value::Object(w)).map_err(NoResult::Invalid)?;
     match card_in(ds, state, "card") {
-        Some(Ok(card)) => fit_on(ds, &w, &card),
+        Some(Ok(card)) => machine_cards(ds, state, card).and_then(|cards| fit_on_cards(ds, &w, &cards)),
         Some(Err(e)) => Err(e),
         None => fit(ds, &w),
     }
     .map_err(NoResult::Invalid)
+}
+
+/// Whether the state's workload can be spread over several GPUs (llama.cpp, Ollama and vLLM
+/// inference; training).
+fn multi_gpu(s: &State) -> bool {
+    match s.get("kind").and_then(Value::as_str) {
+        Some("training") => true,
+        Some("diffusion") => false,
+        _ => s.get("engine").and_then(Value::as_str).is_some_and(|e| e != "transformers"),
+    }
+}
+
+/// The card and the other cards in the same machine (`cards`: catalog ids or sizes, comma-separated).
+fn machine_cards(ds: &headroom_core::Dataset, s: &State, card: Card) -> Result<Vec<Card>, String> {
+    let mut out = vec![card];
+    if let Some(list) = s.get("cards").and_then(Value::as_str) {
+        for spec in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            out.push(Card::parse(ds, spec, 0.0)?);
+        }
+    }
+    Ok(out)
 }
 
 /// The second card of a comparison: its verdict and answers for the same workload.
@@ -183,6 +204,11 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
                 "zero",
                 k::CALC_ZERO,
                 opts(&[("0", "0"), ("1", "1"), ("2", "2"), ("3", "3")]),
+            ));
+            c.push(Ctl::Select(
+                "fsdp",
+                k::CALC_FSDP,
+                keyed(lang, &[("", k::CALC_FSDP_NONE), ("full", k::CALC_FSDP_FULL), ("shard-grad-op", k::CALC_FSDP_SHARD_GRAD_OP), ("hybrid", k::CALC_FSDP_HYBRID)]),
             ));
             c
         }
@@ -314,6 +340,10 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
                 Ctl::Number("context", k::CALC_CONTEXT, "256"),
                 Ctl::Number("batch", k::CALC_BATCH, "1"),
             ];
+            if engine != "transformers" {
+                // The GPUs the model is spread over (another card in the machine sets it too).
+                c.push(Ctl::NumberOr("gpus", k::CALC_GPUS, "1", "1".into()));
+            }
             match engine.as_str() {
                 "vllm" => c.push(Ctl::Number(
                     "gpu_memory_utilization",
@@ -711,6 +741,16 @@ fn verdict_line(lang: Lang, v: &Verdict) -> String {
     }
 }
 
+/// The card, or with several GPUs every card of the machine (`2 × name`, `a + b`).
+fn machine_name(v: &Verdict) -> String {
+    let Some(first) = v.gpus.first() else { return v.card.name.clone() };
+    if v.gpus.iter().all(|g| g.card.name == first.card.name) {
+        format!("{} × {}", v.gpus.len(), first.card.name)
+    } else {
+        v.gpus.iter().map(|g| g.card.name.as_str()).collect::<Vec<_>>().join(" + ")
+    }
+}
+
 fn budget_line(lang: Lang, v: &Verdict) -> String {
     fmt(
         lang,
@@ -874,11 +914,25 @@ fn verdict_view(
         } else {
             "verdict short"
         };
-        let a = a.map(|a| answers_view(lang, state, &v.card.name, a, aid));
+        let a = a.map(|a| answers_view(lang, state, &machine_name(v), a, aid));
         view! {
             <section class=class id=id tabindex="-1" data-fits=v.fits.to_string() data-spare=v.spare_bytes.to_string()>
                 <p class="verdict-line"><strong>{verdict_line(lang, v)}</strong></p>
                 <p class="muted">{budget_line(lang, v)}</p>
+                {(!v.gpus.is_empty()).then(|| view! {
+                    <ul class="verdict-gpus" id=format!("{id}-gpus")>
+                        {v.gpus.iter().enumerate().map(|(i, g)| {
+                            let (key, size) = if g.fits { (k::CALC_GPU_FITS, g.spare_bytes) } else { (k::CALC_GPU_SHORT, -g.spare_bytes) };
+                            let limiting = v.limiting == Some(i);
+                            view! {
+                                <li data-gpu=i.to_string() data-fits=g.fits.to_string() class:limiting=limiting>
+                                    {fmt(lang, key, &[("n", &i.to_string()), ("card", &g.card.name), ("peak", &gib(g.peak_bytes as f64, lang)), ("size", &gib(size as f64, lang))])}
+                                    {limiting.then(|| view! { " " <strong>{t(lang, k::CALC_GPU_LIMITING)}</strong> })}
+                                </li>
+                            }
+                        }).collect_view()}
+                    </ul>
+                })}
                 {v.ram.as_ref().map(|r| {
                     let (key, size) = if r.fits { (k::CALC_RAM_FITS, r.spare_bytes) } else { (k::CALC_RAM_SHORT, -r.spare_bytes) };
                     view! { <p id="ram-verdict" data-fits=r.fits.to_string()>{fmt(lang, key, &[("ram", &gib(r.ram_bytes as f64, lang)), ("host", &gib(r.host_bytes as f64, lang)), ("size", &gib(size as f64, lang))])}</p> }
@@ -914,7 +968,7 @@ fn plan_view(
     result: &Fit,
 ) -> Option<AnyView> {
     let v = result.verdict.as_ref().filter(|v| !v.fits)?;
-    let card = v.card.name.clone();
+    let card = machine_name(v);
     Some(match &result.plan {
         None => view! { <section class="plan" id="plan"><p id="plan-none">{fmt(lang, k::CALC_PLAN_NONE, &[("card", &card)])}</p></section> }.into_any(),
         Some(p) => {
@@ -978,6 +1032,35 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
         .collect_view()
     };
     let rows = rows_of(&result.breakdown);
+    // Several GPUs: one bar per GPU on a common scale, each with its card's edge.
+    let gpu_bars = (!result.devices.is_empty()).then(|| {
+        let cards: Vec<(String, u64)> = result.verdict.as_ref().map_or(Vec::new(), |v| v.gpus.iter().map(|g| (g.card.name.clone(), g.budget_bytes)).collect());
+        let limiting = result.verdict.as_ref().and_then(|v| v.limiting);
+        let scale = result.devices.iter().map(|d| d.peak_bytes).chain(cards.iter().map(|c| c.1)).max().unwrap_or(1).max(1) as f64;
+        let items = result.devices.iter().map(|d| {
+            let card = cards.get(d.gpu).cloned();
+            let text = match &card {
+                Some((name, budget)) => fmt(lang, k::CALC_GPU_ROW_CARD, &[("n", &d.gpu.to_string()), ("card", name), ("peak", &gib(d.peak_bytes as f64, lang)), ("budget", &gib(*budget as f64, lang))]),
+                None => fmt(lang, k::CALC_GPU_ROW, &[("n", &d.gpu.to_string()), ("peak", &gib(d.peak_bytes as f64, lang))]),
+            };
+            let segs = d.breakdown.iter().enumerate().map(|(i, term)| {
+                let pct = term.bytes as f64 / scale * 100.0;
+                let label = format!("{}: {}", term_label(lang, &term.term), gib(term.bytes as f64, lang));
+                view! { <span class=format!("seg seg-{}", i % 8) style=format!("width:{pct:.2}%") title=label.clone() aria-label=label></span> }
+            }).collect_view();
+            let mark = card.map(|(_, budget)| view! { <span class="budget-mark" style=format!("left:{:.2}%", budget as f64 / scale * 100.0)></span> });
+            view! {
+                <li data-gpu=d.gpu.to_string() data-bytes=d.peak_bytes.to_string() class:limiting=limiting == Some(d.gpu)>
+                    <span>{text.clone()}</span>
+                    <div class="bar-wrap"><div class="bar" role="img" aria-label=text>{segs}</div>{mark}</div>
+                </li>
+            }
+        }).collect_view();
+        view! {
+            <h2>{t(lang, k::CALC_PER_GPU)}</h2>
+            <ul class="gpu-bars" id="gpu-bars">{items}</ul>
+        }
+    });
     let host_rows = (!result.host.is_empty()).then(|| rows_of(&result.host));
     let verdict = verdict_view(lang, &ds, state, &result);
     let plan = plan_view(lang, &ds, state, &result);
@@ -1028,6 +1111,7 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
                 <div class="bar" role="img" aria-label=t(lang, k::CALC_BREAKDOWN)>{bar}</div>
                 {mark}
             </div>
+            {gpu_bars}
             {plan}
             {has_levers.then(|| view! {
                 <h2>{t(lang, k::CALC_LEVERS)}</h2>
@@ -1102,6 +1186,16 @@ pub fn error_text(lang: Lang, text: &str) -> String {
         "card-other-negative" => k::ERROR_CARD_OTHER_NEGATIVE,
         "card-other-whole" => k::ERROR_CARD_OTHER_WHOLE,
         "card-ram-invalid" => k::ERROR_CARD_RAM_INVALID,
+        "gpus-cards" => k::ERROR_GPUS_CARDS,
+        "gpus-diffusion" => k::ERROR_GPUS_DIFFUSION,
+        "tensor-split-count" => k::ERROR_TENSOR_SPLIT_COUNT,
+        "tensor-split-negative" => k::ERROR_TENSOR_SPLIT_NEGATIVE,
+        "split-row" => k::ERROR_SPLIT_ROW,
+        "split-tensor" => k::ERROR_SPLIT_TENSOR,
+        "vllm-pp" => k::ERROR_VLLM_PP,
+        "vllm-tp-heads" => k::ERROR_VLLM_TP_HEADS,
+        "fsdp-and-zero" => k::ERROR_FSDP_AND_ZERO,
+        "fsdp-shard-gpus" => k::ERROR_FSDP_SHARD_GPUS,
         "config-not-object" => k::ERROR_CONFIG_NOT_OBJECT,
         "config-no-model-type" => k::ERROR_CONFIG_NO_MODEL_TYPE,
         "config-unknown-model-type" => k::ERROR_CONFIG_UNKNOWN_MODEL_TYPE,
@@ -1159,6 +1253,10 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         "peak-forward-end" => k::NOTE_PEAK_FORWARD_END,
         "rocm-card" => k::NOTE_ROCM_CARD,
         "apple-card" => k::NOTE_APPLE_CARD,
+        "layer-split" => k::NOTE_LAYER_SPLIT,
+        "ollama-split" => k::NOTE_OLLAMA_SPLIT,
+        "vllm-parallel-unmodelled" => k::NOTE_VLLM_PARALLEL_UNMODELLED,
+        "data-parallel" => k::NOTE_DATA_PARALLEL,
         // A note this build does not know yet: the engine's own English sentence.
         _ => return n.text.clone(),
     };
@@ -1603,6 +1701,7 @@ fn CardPicker(
         })
     };
     let cards2 = cards.clone();
+    let cards3 = cards.clone();
     // A saved probe report fills in the card and what other programs held (issue: laptops and
     // shared displays); what it said, or why the file was refused.
     let probe_note = RwSignal::new(None::<String>);
@@ -1693,6 +1792,19 @@ fn CardPicker(
                         // Kept as typed (a size spec such as "12" or "10.5").
                         set("card", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|_| json!(v)));
                     } />
+                </div>
+            }})}
+            {move || multi_gpu(&state.get()).then(|| { let cards = cards3.clone(); view! {
+                <div class="field">
+                    <label for="c-cards">{t(lang, k::CALC_CARDS)}</label>
+                    <select id="c-cards" aria-describedby="c-cards-hint" prop:value=move || state.with(|s| s.get("cards").and_then(|c| c.as_str()).unwrap_or("").to_string()) on:change=move |ev| {
+                        let v = event_target_value(&ev);
+                        set("cards", (!v.is_empty()).then(|| json!(v)));
+                    }>
+                        <option value="">{t(lang, k::CALC_CARDS_NONE)}</option>
+                        {cards.into_iter().map(|(v, l)| view! { <option value=v>{l}</option> }).collect_view()}
+                    </select>
+                    <p class="hint" id="c-cards-hint">{t(lang, k::CALC_CARDS_HINT)}</p>
                 </div>
             }})}
             <div class="field">

@@ -99,7 +99,10 @@ pub fn parse_query(query: &str) -> State {
 /// Keys of the calculator state that are about the card, not the workload: `card` (a catalog id or a
 /// size), `other` (GiB other processes use), `ram` (GiB of system RAM), `card2` (a second card to
 /// compare).
-pub const CARD_KEYS: [&str; 4] = ["card", "other", "ram", "card2"];
+/// The card fields of a calculator state (not workload fields): the card, what other processes
+/// use on it, system RAM, the other cards in the same machine (`cards`, comma-separated) and a
+/// card to compare.
+pub const CARD_KEYS: [&str; 5] = ["card", "other", "ram", "cards", "card2"];
 
 /// A state with every field the workload takes written out at its default (a link that names only
 /// a few fields opens with every control filled): the engine's own defaults, the task preset's
