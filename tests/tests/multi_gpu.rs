@@ -163,3 +163,29 @@ fn data_parallel_training_holds_the_same_share_on_every_gpu() {
     assert_eq!(f.verdict.as_ref().unwrap().limiting, Some(1));
     assert!(f.verdict.unwrap().budget_bytes < (17.0 * GIB) as u64);
 }
+
+#[test]
+fn every_rank_of_the_data_parallel_runs_is_within_tolerance() {
+    // DDP ranks (two, sharing the H200 over Gloo) and FSDP (a world of one through the same
+    // path): each rank's own peak against the engine's per-GPU tensors.
+    let ds = &loaded().dataset;
+    let text = std::fs::read_to_string(repo_root().join("dataset/measurements/reference/h200-torch2.11-multigpu.jsonl")).unwrap();
+    let mut ranks = 0;
+    let mut buckets = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let r: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(r["ok"], json!(true), "{}", r["id"]);
+        let f = fit(ds, &workload(&r["workload"])).unwrap();
+        if term(&f.breakdown, "ddp-gradient-buckets") > 0 {
+            buckets += 1;
+        }
+        for rank in r["ranks"].as_array().unwrap() {
+            let measured = rank["peak_allocated"].as_u64().unwrap();
+            let err = f.tensor_bytes as f64 - measured as f64;
+            assert!(err.abs() <= headroom_core::fit::accuracy::tolerance(measured), "{} rank {}: {err:+.0} bytes", r["id"], rank["rank"]);
+            assert!(err.abs() < 0.1 * GIB, "{} rank {}: {err:+.0} bytes", r["id"], rank["rank"]);
+            ranks += 1;
+        }
+    }
+    assert!(ranks >= 11 && buckets >= 5, "{ranks} ranks, {buckets} runs with DDP buckets");
+}

@@ -243,6 +243,7 @@ pub struct Claim {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaces: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub origins: Vec<Origin>,
     pub sources: Vec<Source>,
     pub verdict: Verdict,
@@ -251,6 +252,8 @@ pub struct Claim {
     /// The precise, correct statement (required for qualified and contradicted claims).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correction: Option<Text>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub history: Vec<HistoryEntry>,
 }
 
@@ -359,6 +362,7 @@ impl ClaimDetail {
 pub struct Dataset {
     pub claims: Vec<Claim>,
     #[serde(default)]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub seeds: Vec<Seed>,
     #[serde(default)]
     pub gpus: Vec<Gpu>,
@@ -369,16 +373,20 @@ pub struct Dataset {
     #[serde(default)]
     pub quant: Vec<Quant>,
     #[serde(default)]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub tools: Vec<Tool>,
     /// Aggregated probe measurements per catalog GPU.
     #[serde(default)]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub measurements: Vec<Aggregate>,
     /// The allocator settings the allocator lab tries, cheapest change first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub alloc_recipes: Vec<crate::catalog::AllocRecipe>,
     /// The guides of one language, in reading order (title and summary; the rendered text is in
     /// `guides-<lang>.json`). Set by `dataset build` in each language's compact data.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub guides: Vec<crate::guides::GuideSummary>,
     /// Claims per verdict (verified, qualified, unverified, contradicted) where `claims` holds
     /// only some of them (the calculator's data); see [`Dataset::verdict_count`].

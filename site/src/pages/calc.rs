@@ -995,14 +995,9 @@ fn plan_view(
     })
 }
 
-#[component]
-fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl IntoView {
-    let peak = result.peak_bytes as f64;
-    let budget = result.verdict.as_ref().map(|v| v.budget_bytes as f64);
-    // The bar's scale holds both the peak and the card, so the card's edge can be drawn on it.
-    let scale = budget.map_or(peak, |b| b.max(peak)).max(1.0);
-    let bar = result
-        .breakdown
+/// A breakdown as a bar's segments, each term's share of `scale` bytes.
+fn segments(lang: Lang, terms: &[headroom_core::fit::Term], scale: f64) -> AnyView {
+    terms
         .iter()
         .enumerate()
         .map(|(i, term)| {
@@ -1010,7 +1005,17 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
             let label = format!("{}: {}", term_label(lang, &term.term), gib(term.bytes as f64, lang));
             view! { <span class=format!("seg seg-{}", i % 8) style=format!("width:{pct:.2}%") title=label.clone() aria-label=label></span> }
         })
-        .collect_view();
+        .collect_view()
+        .into_any()
+}
+
+#[component]
+fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl IntoView {
+    let peak = result.peak_bytes as f64;
+    let budget = result.verdict.as_ref().map(|v| v.budget_bytes as f64);
+    // The bar's scale holds both the peak and the card, so the card's edge can be drawn on it.
+    let scale = budget.map_or(peak, |b| b.max(peak)).max(1.0);
+    let bar = segments(lang, &result.breakdown, scale);
     let mark = result.verdict.as_ref().map(|v| {
         let left = v.budget_bytes as f64 / scale * 100.0;
         view! { <span class="budget-mark" style=format!("left:{left:.2}%") title=budget_line(lang, v)></span> }
@@ -1043,11 +1048,7 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
                 Some((name, budget)) => fmt(lang, k::CALC_GPU_ROW_CARD, &[("n", &d.gpu.to_string()), ("card", name), ("peak", &gib(d.peak_bytes as f64, lang)), ("budget", &gib(*budget as f64, lang))]),
                 None => fmt(lang, k::CALC_GPU_ROW, &[("n", &d.gpu.to_string()), ("peak", &gib(d.peak_bytes as f64, lang))]),
             };
-            let segs = d.breakdown.iter().enumerate().map(|(i, term)| {
-                let pct = term.bytes as f64 / scale * 100.0;
-                let label = format!("{}: {}", term_label(lang, &term.term), gib(term.bytes as f64, lang));
-                view! { <span class=format!("seg seg-{}", i % 8) style=format!("width:{pct:.2}%") title=label.clone() aria-label=label></span> }
-            }).collect_view();
+            let segs = segments(lang, &d.breakdown, scale);
             let mark = card.map(|(_, budget)| view! { <span class="budget-mark" style=format!("left:{:.2}%", budget as f64 / scale * 100.0)></span> });
             view! {
                 <li data-gpu=d.gpu.to_string() data-bytes=d.peak_bytes.to_string() class:limiting=limiting == Some(d.gpu)>
@@ -1794,7 +1795,7 @@ fn CardPicker(
                     } />
                 </div>
             }})}
-            {move || multi_gpu(&state.get()).then(|| { let cards = cards3.clone(); view! {
+            {move || state.with(multi_gpu).then(|| { let cards = cards3.clone(); view! {
                 <div class="field">
                     <label for="c-cards">{t(lang, k::CALC_CARDS)}</label>
                     <select id="c-cards" aria-describedby="c-cards-hint" prop:value=move || state.with(|s| s.get("cards").and_then(|c| c.as_str()).unwrap_or("").to_string()) on:change=move |ev| {
