@@ -65,3 +65,18 @@ fn a_macs_budget_is_the_gpus_share_and_the_rest_stays_for_the_system() {
     assert_eq!(r.host_bytes, on48.host_bytes);
     assert!(r.fits);
 }
+
+#[test]
+fn a_plan_on_a_mac_keeps_the_gpu_and_the_system_ram_within_its_memory() {
+    // Qwen3 32B at Q4_K_M does not fit a 16 GB Mac's GPU share; moving layers "to system RAM"
+    // does not help there as it would on a PC: they stay in the same memory. The plan holds both.
+    let ds = &loaded().dataset;
+    let w = &parse_input(&json!({"kind": "llm-inference", "model": "qwen3-32b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 8192, "engine": "llama.cpp"}).to_string()).unwrap()[0];
+    for mac in ["apple-m4-16gb", "apple-m3-pro-18gb", "apple-m4-pro-24gb"] {
+        let card = Card::parse(ds, mac, 0.0).unwrap();
+        let f = fit_on(ds, w, &card).unwrap();
+        let plan = f.plan.unwrap_or_else(|| panic!("{mac}: a plan"));
+        assert!(plan.peak_bytes <= card.budget_bytes(), "{mac}");
+        assert!(plan.peak_bytes + plan.host_bytes <= card.memory_bytes, "{mac}: {} + {} on {}", plan.peak_bytes, plan.host_bytes, card.memory_bytes);
+    }
+}

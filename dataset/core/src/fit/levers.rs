@@ -809,16 +809,19 @@ pub(crate) fn levers(
 const MAX_EVALUATIONS: usize = 1500;
 
 /// The cheapest combination of levers that brings the workload within `budget` bytes of the GPU
-/// (and, when `ram` is given, within that much system RAM); `None` when it already fits or when
-/// nothing the levers reach fits. `base` is the workload's (GPU peak, system RAM).
+/// (and, when `ram` is given, within that much system RAM; on unified memory, `ram` is the whole
+/// memory left to the workload and holds the GPU's peak and the system RAM together); `None` when
+/// it already fits or when nothing the levers reach fits. `base` is the workload's (GPU peak,
+/// system RAM).
 pub(crate) fn plan(
     ds: &Dataset,
     w: &Workload,
     base: (u64, u64),
     budget: u64,
     ram: Option<u64>,
+    unified: bool,
 ) -> Option<Plan> {
-    let within = |(gpu, host): (u64, u64)| gpu <= budget && ram.is_none_or(|r| host <= r);
+    let within = |(gpu, host): (u64, u64)| gpu <= budget && ram.is_none_or(|r| host + if unified { gpu } else { 0 } <= r);
     if within(base) {
         return None;
     }

@@ -578,7 +578,11 @@ pub fn fit_on_cards(ds: &Dataset, w: &Workload, cards: &[Card]) -> Result<Fit, S
     // The searches count against the largest card (see `scalar`); with one card, that card.
     let budget = cards.iter().map(Card::budget_bytes).max().unwrap_or(0);
     f.levers = levers::levers(ds, &w, need, Some(budget));
-    f.plan = levers::plan(ds, &w, (need, f.host_bytes), budget, card.ram_bytes);
+    // Unified memory (Apple silicon): the plan keeps the GPU's peak and what stays "in system
+    // RAM" within the Mac's memory together.
+    let unified = card.gpu_limit_bytes.is_some();
+    let plan_ram = if unified { Some(card.ram_bytes.unwrap_or(card.memory_bytes).saturating_sub(card.other_bytes)) } else { card.ram_bytes };
+    f.plan = levers::plan(ds, &w, (need, f.host_bytes), budget, plan_ram, unified);
     let mut v = Verdict::of(card, f.peak_bytes);
     if cards.len() > 1 {
         v.gpus = f
