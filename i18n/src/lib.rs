@@ -143,8 +143,10 @@ mod tests {
 
     /// Keys whose text has nothing to translate in some languages: preset labels made of model,
     /// engine and format names, an arrow before a number, a verdict and a quotation.
-    const NEUTRAL: [&str; 9] = [
+    const NEUTRAL: [&str; 10] = [
         "lever.result",
+        // "GPU {n}: {peak}": a device number and a size.
+        "calc.gpu_row",
         // A feature's name that every language keeps in English.
         "calc.flash_attention",
         "claim.cite_other",
