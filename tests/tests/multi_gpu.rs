@@ -93,6 +93,13 @@ fn several_cards_are_checked_against_the_workload() {
     assert!(err.contains("no longer has the row split"), "{err}");
     let err = fit(ds, &llm(json!({"gpus": 2, "tensor_split": [1, -1]}))).unwrap_err();
     assert!(err.contains("0 or more"), "{err}");
+    // A count no machine has is refused before anything is laid out per GPU.
+    for n in [0u64, 1_000_000_000] {
+        assert!(fit(ds, &llm(json!({"gpus": n}))).is_err(), "{n}");
+        assert!(fit_on(ds, &llm(json!({"gpus": n})), &card).is_err(), "{n}");
+    }
+    let train = workload(&json!({"kind": "training", "model": "llama-3.2-1b", "seq": 512, "gpus": 1_000_000_000u64}));
+    assert!(fit_on(ds, &train, &card).unwrap_err().contains("more than the 4096"));
     let diffusion = workload(&json!({"kind": "diffusion", "model": "flux.1-dev"}));
     assert!(fit_on_cards(ds, &diffusion, &[card.clone(), card.clone()]).unwrap_err().contains("not modelled"));
     // One card with `gpus: 2` is two of that card.

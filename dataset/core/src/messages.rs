@@ -42,6 +42,10 @@ pub const MESSAGES: &[(&str, &str)] = &[
         "the workload is spread over {gpus} GPUs (`gpus`) but {cards} cards were given: give one card (that many of it) or one per GPU",
     ),
     (
+        "gpus-too-many",
+        "field `gpus`: {gpus} GPUs is more than the {max} the engine takes",
+    ),
+    (
         "gpus-diffusion",
         "diffusion on several GPUs is not modelled: give one card",
     ),

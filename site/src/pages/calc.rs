@@ -1189,6 +1189,7 @@ pub fn error_text(lang: Lang, text: &str) -> String {
         "card-ram-invalid" => k::ERROR_CARD_RAM_INVALID,
         "gpus-cards" => k::ERROR_GPUS_CARDS,
         "gpus-diffusion" => k::ERROR_GPUS_DIFFUSION,
+        "gpus-too-many" => k::ERROR_GPUS_TOO_MANY,
         "tensor-split-count" => k::ERROR_TENSOR_SPLIT_COUNT,
         "tensor-split-negative" => k::ERROR_TENSOR_SPLIT_NEGATIVE,
         "split-row" => k::ERROR_SPLIT_ROW,

@@ -167,6 +167,7 @@ pub(crate) fn breakdown_with(
     if l.batch == 0 {
         return Err(crate::messages::say("at-least-one", &[("field", "batch")]));
     }
+    super::check_gpus(l.gpus)?;
     // Every engine multiplies the two; a product beyond any cache is refused, not overflowed.
     if l.context.checked_mul(l.batch).is_none_or(|t| t > 1 << 40) {
         return Err(format!("fields `context` and `batch`: {} × {} tokens is more than any cache can hold", l.context, l.batch));

@@ -329,6 +329,20 @@ fn scalar(b: &Breakdown, budgets: &[u64]) -> u64 {
     }
 }
 
+/// GPUs a workload may name: at least one, and no more than any one job spreads over (the
+/// per-GPU breakdowns are kept one by one).
+pub(crate) const MAX_GPUS: u64 = 4096;
+
+pub(crate) fn check_gpus(n: u64) -> Result<(), String> {
+    if n == 0 {
+        return Err(crate::messages::say("at-least-one", &[("field", "gpus")]));
+    }
+    if n > MAX_GPUS {
+        return Err(crate::messages::say("gpus-too-many", &[("gpus", &n.to_string()), ("max", &MAX_GPUS.to_string())]));
+    }
+    Ok(())
+}
+
 pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -557,6 +571,7 @@ pub fn fit_on_cards(ds: &Dataset, w: &Workload, cards: &[Card]) -> Result<Fit, S
         return Err("name at least one card".into());
     };
     let mut w = w.clone();
+    check_gpus(w.gpus().max(1))?;
     let n = w.gpus() as usize;
     let cards: Vec<Card> = if cards.len() == 1 {
         vec![first.clone(); n.max(1)]

@@ -89,9 +89,7 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
             return Err(crate::messages::say("at-least-one", &[("field", field)]));
         }
     }
-    if t.gpus == 0 {
-        return Err(crate::messages::say("at-least-one", &[("field", "gpus")]));
-    }
+    check_gpus(t.gpus)?;
     if t.zero > 3 {
         return Err(format!("field `zero`: ZeRO stage {} does not exist (0, 1, 2 or 3)", t.zero));
     }
@@ -214,7 +212,8 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
             // FSDP gathers a layer's full parameters before it runs and, with limit_all_gathers
             // (the default), lets at most two gathers be in flight.
             let gathered = if lora { weights } else { params * p.act };
-            b.add("fsdp-gathered-layers", 2.0 * gathered / layers, &["pytorch-fsdp-limit-all-gathers", "pytorch-fsdp-sharding-strategies"]);
+            let in_flight = claim_number(ds, "pytorch-fsdp-limit-all-gathers")?;
+            b.add("fsdp-gathered-layers", in_flight * gathered / layers, &["pytorch-fsdp-limit-all-gathers", "pytorch-fsdp-sharding-strategies"]);
         } else {
             // ZeRO-3 gathers one layer's full weights at a time.
             b.add("zero3-gathered-layer", weights / layers, &["training-fsdp-zero-shard-model-states"]);
