@@ -70,7 +70,11 @@ fn llamacpp_layer_split_follows_tensor_split_and_names_the_limiting_card() {
     // The plan fits both cards: fitted again on them, every GPU holds its share.
     let plan = f.plan.as_ref().expect("a plan with fewer GPU layers or a smaller format");
     let again = fit_on_cards(ds, &workload(&plan.workload), &cards).unwrap();
-    assert!(again.verdict.unwrap().fits, "{:?}", plan.changes);
+    let again = again.verdict.unwrap();
+    assert!(again.fits, "{:?}", plan.changes);
+    // Its spare is the least any card has left with it.
+    assert_eq!(plan.spare_bytes, again.spare_bytes);
+    assert_eq!(plan.spare_bytes, again.gpus.iter().map(|g| g.spare_bytes).min().unwrap());
     // What the answers show is the binding GPU's own peak, within its card.
     let layers = f.answers.as_ref().unwrap().gpu_layers.as_ref().unwrap();
     assert!(layers.peak_bytes <= cards.iter().map(Card::budget_bytes).max().unwrap());

@@ -669,36 +669,40 @@ fn show_binding_peaks(ds: &Dataset, w: &Workload, f: &mut Fit) {
         for (field, v) in changes {
             levers::set(&mut c, field, v);
         }
-        breakdown(ds, &c).ok().map(|b| total(&b))
+        // The binding GPU's peak, and what its own card has left (the least spare of all).
+        breakdown(ds, &c).ok().map(|b| {
+            let p = total(&b);
+            (p, w.card_budgets().get(b.binding).map_or(0, |&x| x as i64) - p as i64)
+        })
     };
     let of = |changes: &[levers::Change]| peak(&changes.iter().map(|c| (c.field.as_str(), c.value.clone())).collect::<Vec<_>>());
     for l in &mut f.levers {
-        if let Some(p) = of(&l.changes) {
+        if let Some((p, _)) = of(&l.changes) {
             l.peak_bytes = p;
             l.saving_bytes = f.peak_bytes as i64 - p as i64;
         }
     }
     if let Some(plan) = &mut f.plan
-        && let Some(p) = of(&plan.changes)
+        && let Some((p, spare)) = of(&plan.changes)
     {
         plan.peak_bytes = p;
-        plan.spare_bytes = f.verdict.as_ref().map_or(0, |v| v.budget_bytes as i64) - p as i64;
+        plan.spare_bytes = spare;
     }
     let Some(a) = &mut f.answers else { return };
     for (field, l) in [("context", &mut a.max_context), ("batch", &mut a.max_batch), ("seq", &mut a.max_seq)] {
         if let Some(l) = l
-            && let Some(p) = peak(&[(field, l.value.into())])
+            && let Some((p, _)) = peak(&[(field, l.value.into())])
         {
             l.peak_bytes = p;
         }
     }
     if let Some(g) = &mut a.gpu_layers
-        && let Some(p) = peak(&[("gpu_layers", g.layers.into())])
+        && let Some((p, _)) = peak(&[("gpu_layers", g.layers.into())])
     {
         g.peak_bytes = p;
     }
     if let Some(b) = &mut a.best_weights
-        && let Some(p) = peak(&[("weights", b.format.clone().into())])
+        && let Some((p, _)) = peak(&[("weights", b.format.clone().into())])
     {
         b.peak_bytes = p;
     }
