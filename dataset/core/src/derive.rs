@@ -31,8 +31,8 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
         let w = std::mem::take(word);
         if ["+", "-", "*", "/"].contains(&w.as_str()) {
             out.push(Tok::Op(w.chars().next().unwrap()));
-        } else if w.trim_start_matches('-').starts_with(|c: char| c.is_ascii_digit() || c == '.') && w.parse::<f64>().is_ok() {
-            out.push(Tok::Num(w.parse().unwrap()));
+        } else if w.trim_start_matches('-').starts_with(|c: char| c.is_ascii_digit() || c == '.') && crate::format::parse_decimal(&w).is_some() {
+            out.push(Tok::Num(crate::format::parse_decimal(&w).unwrap()));
         } else {
             out.push(Tok::Word(w));
         }

@@ -3,6 +3,31 @@
 
 use crate::{Lang, Value};
 
+/// A number as people type it (`1.5`, `+2`, `.5`, `8.`, `1e3`, `007`), or None: no words such as
+/// `inf` or `NaN`, no decimal comma (callers replace it first). Read by serde_json's number parser
+/// after rewriting to JSON's grammar, so that core's `f64::from_str` and its 10 KB table of powers
+/// of five stay out of the calculator's wasm; the result is within one unit in the last place.
+pub fn parse_decimal(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (sign, rest) = match s.as_bytes().first()? {
+        b'-' => ("-", &s[1..]),
+        b'+' => ("", &s[1..]),
+        _ => ("", s),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
+        return None;
+    }
+    let int = int.trim_start_matches('0');
+    let json = format!("{sign}{}{}{}{exponent}", if int.is_empty() { "0" } else { int }, if frac.is_empty() { "" } else { "." }, frac);
+    serde_json::from_str::<f64>(&json).ok().filter(|x| x.is_finite())
+}
+
 /// A decimal number with `places` digits, in the reader's notation.
 pub fn decimal(x: f64, places: usize, lang: Lang) -> String {
     let s = format!("{x:.places$}");
@@ -120,6 +145,21 @@ pub fn value(v: &Value, lang: Lang) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn parse_decimal_reads_what_people_type() {
+        for (text, want) in [("1.5", 1.5), (" 24 ", 24.0), ("+2", 2.0), (".5", 0.5), ("8.", 8.0), ("-0.25", -0.25), ("1e3", 1000.0), ("2.5E-1", 0.25), ("007", 7.0), ("0", 0.0), ("0.1", 0.1), ("4096", 4096.0)] {
+            assert_eq!(parse_decimal(text), Some(want), "{text}");
+        }
+        for text in ["", " ", ".", "-", "+", "1,5", "1.2.3", "inf", "NaN", "1e", "e3", "12GiB", "1e400", "0x10", "- 1"] {
+            assert_eq!(parse_decimal(text), None, "{text}");
+        }
+        // Agrees with the standard library's correctly rounded parse to the last place or one off.
+        for text in ["0.3", "123.456", "6.02e23", "1.7976931348623157e308", "2.2250738585072014e-308", "96.00000000000001"] {
+            let (a, b) = (parse_decimal(text).unwrap(), text.parse::<f64>().unwrap());
+            assert!((a.to_bits() as i64 - b.to_bits() as i64).abs() <= 1, "{text}: {a} vs {b}");
+        }
+    }
+
     use super::*;
 
     fn v(number: Option<f64>, min: Option<f64>, max: Option<f64>, unit: &str, approx: bool) -> Value {

@@ -1313,7 +1313,7 @@ pub fn unix_seconds(t: &str) -> Option<f64> {
     }
     let num = |r: std::ops::Range<usize>| t.get(r).and_then(|x| x.parse::<i64>().ok());
     let (y, mo, d, h, mi) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?);
-    let sec: f64 = t.get(17..t.len() - 1)?.parse().ok()?;
+    let sec = crate::format::parse_decimal(t.get(17..t.len() - 1)?)?;
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || !(0.0..61.0).contains(&sec) {
         return None;
     }

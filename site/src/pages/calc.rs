@@ -5,6 +5,7 @@ use headroom_core::fit::levers::Change;
 use headroom_core::fit::search::Answers;
 use headroom_core::fit::{Card, Fit, Verdict, Workload, fit, fit_on_cards};
 use headroom_core::{Lang, Modality};
+use headroom_core::format::parse_decimal;
 use headroom_i18n::{Key, fmt, k, t};
 use leptos::prelude::*;
 use serde_json::{Value, json};
@@ -421,6 +422,11 @@ fn set_field(ds: &headroom_core::Dataset, s: &mut State, field: &str, value: Val
     }
 }
 
+/// A number typed in a field, with a decimal comma or point.
+fn typed_number(s: &str) -> Option<f64> {
+    parse_decimal(&s.replace(',', "."))
+}
+
 /// The text a number input shows for a state value: what the reader typed when it means the same
 /// number (so "1." or "0.50" survive the round trip through the state while typing), else the
 /// value written out.
@@ -428,13 +434,13 @@ fn set_field(ds: &headroom_core::Dataset, s: &mut State, field: &str, value: Val
 fn number_text(node: NodeRef<leptos::html::Input>, value: Option<Value>) -> String {
     let want = match &value {
         Some(Value::Number(n)) => n.as_f64(),
-        Some(Value::String(s)) => s.trim().replace(',', ".").parse::<f64>().ok(),
+        Some(Value::String(s)) => typed_number(s),
         _ => None,
     };
     #[cfg(feature = "csr")]
     if let Some(el) = node.get_untracked() {
         let typed = el.value();
-        let same = typed.trim().replace(',', ".").parse::<f64>().ok() == want && want.is_some();
+        let same = typed_number(&typed) == want && want.is_some();
         if same || (want.is_none() && typed.trim().is_empty()) {
             return typed;
         }
@@ -511,7 +517,7 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
                         Value::Null
                     } else if let Ok(n) = v.trim().parse::<u64>() {
                         json!(n)
-                    } else if let Ok(x) = v.trim().replace(',', ".").parse::<f64>() {
+                    } else if let Some(x) = typed_number(&v) {
                         json!(x)
                     } else {
                         return;
@@ -1267,10 +1273,7 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         .iter()
         .map(|(name, v)| {
             let shown = match name.as_str() {
-                "bytes" | "limit" | "left" => v
-                    .parse::<f64>()
-                    .map(|b| gib(b, lang))
-                    .unwrap_or_else(|_| v.clone()),
+                "bytes" | "limit" | "left" => parse_decimal(v).map(|b| gib(b, lang)).unwrap_or_else(|| v.clone()),
                 "stage" => t(
                     lang,
                     match v.as_str() {
@@ -1280,10 +1283,7 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
                     },
                 )
                 .to_string(),
-                _ => v
-                    .parse::<f64>()
-                    .map(|x| number(x, lang))
-                    .unwrap_or_else(|_| v.clone()),
+                _ => parse_decimal(v).map(|x| number(x, lang)).unwrap_or_else(|| v.clone()),
             };
             (name.clone(), shown)
         })
@@ -1792,7 +1792,7 @@ fn CardPicker(
                     <input node_ref=size_node id="c-card-size" type="text" inputmode="decimal" autocomplete="off" min="0.5" step="0.5" prop:value=size on:input=move |ev| {
                         let v = event_target_value(&ev).trim().replace(',', ".");
                         // Kept as typed (a size spec such as "12" or "10.5").
-                        set("card", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|_| json!(v)));
+                        set("card", parse_decimal(&v).filter(|x| *x > 0.0).map(|_| json!(v)));
                     } />
                 </div>
             }})}
@@ -1813,7 +1813,7 @@ fn CardPicker(
                 <label for="c-other">{t(lang, k::CALC_OTHER)}</label>
                 <input node_ref=other_node id="c-other" type="text" inputmode="decimal" autocomplete="off" min="0" step="0.1" placeholder="0" prop:value=move || number_text(other_node, state.with(|s| s.get("other").cloned())) on:input=move |ev| {
                     let v = event_target_value(&ev).trim().replace(',', ".");
-                    set("other", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|x| json!(x)));
+                    set("other", parse_decimal(&v).filter(|x| *x > 0.0).map(|x| json!(x)));
                 } />
             </div>
             {move || (state.with(|s| s.contains_key("ram")) || result.with(|r| r.as_ref().is_ok_and(|f| f.host_bytes > 0))).then(|| view! {
@@ -1821,7 +1821,7 @@ fn CardPicker(
                     <label for="c-ram">{t(lang, k::CALC_RAM)}</label>
                     <input node_ref=ram_node id="c-ram" type="text" inputmode="decimal" autocomplete="off" aria-describedby="c-ram-hint" prop:value=move || number_text(ram_node, state.with(|s| s.get("ram").cloned())) on:input=move |ev| {
                         let v = event_target_value(&ev).trim().replace(',', ".");
-                        set("ram", v.parse::<f64>().ok().filter(|x| *x > 0.0).map(|x| json!(x)));
+                        set("ram", parse_decimal(&v).filter(|x| *x > 0.0).map(|x| json!(x)));
                     } />
                     <p class="hint" id="c-ram-hint">{t(lang, k::CALC_RAM_HINT)}</p>
                 </div>

@@ -744,8 +744,8 @@ impl Card {
                 } else {
                     (spec, GIB, "GiB")
                 };
-                match num.trim().parse::<f64>() {
-                    Ok(x) if x > 0.0 && x <= 4096.0 => (format!("{} {unit}", num.trim()), x * mult),
+                match crate::format::parse_decimal(num) {
+                    Some(x) if x > 0.0 && x <= 4096.0 => (format!("{} {unit}", num.trim()), x * mult),
                     _ => return Err(crate::messages::say("card-unknown", &[("spec", spec)])),
                 }
             }

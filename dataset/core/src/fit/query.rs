@@ -81,8 +81,8 @@ pub fn parse_query(query: &str) -> State {
             "false" => Value::Bool(false),
             _ => match v.parse::<u64>() {
                 Ok(n) => json!(n),
-                Err(_) => match v.parse::<f64>() {
-                    Ok(x) if v.contains('.') => json!(x),
+                Err(_) => match crate::format::parse_decimal(&v) {
+                    Some(x) if v.contains('.') => json!(x),
                     _ => Value::String(v),
                 },
             },
