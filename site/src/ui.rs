@@ -76,6 +76,7 @@ pub fn term_label(lang: Lang, term: &str) -> String {
         "pipeline-copies" => k::TERM_PIPELINE_COPIES,
         "ddp-gradient-buckets" => k::TERM_DDP_GRADIENT_BUCKETS,
         "fsdp-gathered-layers" => k::TERM_FSDP_GATHERED_LAYERS,
+        "zero-offload" => k::TERM_ZERO_OFFLOAD,
         other => return other.to_string(),
     };
     t(lang, key).to_string()

@@ -200,3 +200,59 @@ fn every_rank_of_the_data_parallel_runs_is_within_tolerance() {
     }
     assert!(ranks >= 11 && buckets >= 5, "{ranks} ranks, {buckets} runs with DDP buckets");
 }
+
+#[test]
+fn cpu_offload_moves_model_states_to_system_ram() {
+    let ds = &loaded().dataset;
+    // FSDP2 parameter offload runs: the GPU within tolerance (the same check as above covers the
+    // peak), and the pinned host memory PyTorch's host allocator held is the parameters plus the
+    // gradients the engine puts in system RAM.
+    let text = std::fs::read_to_string(repo_root().join("dataset/measurements/reference/h200-torch2.11-multigpu.jsonl")).unwrap();
+    let mut offloaded = 0;
+    for line in text.lines().filter(|l| l.contains("\"fsdp2-offload\"")) {
+        let r: Value = serde_json::from_str(line).unwrap();
+        let f = fit(ds, &workload(&r["workload"])).unwrap();
+        assert_eq!(term(&f.breakdown, "weights") + term(&f.breakdown, "optimizer-states"), 0, "{}", r["id"]);
+        let pinned = r["ranks"][0]["host_after"]["pinned_allocated"].as_u64().unwrap() as f64;
+        let host = (term(&f.host, "weights") + term(&f.host, "gradients")) as f64;
+        assert!((host - pinned).abs() < 0.02 * pinned, "{}: pinned {pinned} engine {host}", r["id"]);
+        assert!(term(&f.host, "optimizer-states") > 0);
+        offloaded += 1;
+    }
+    assert!(offloaded >= 3);
+
+    let train = |extra: Value| {
+        let mut w = json!({"kind": "training", "model": "llama-3.1-8b", "method": "full", "precision": "bf16", "seq": 2048, "gradient_checkpointing": true, "gpus": 2});
+        w.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        fit(ds, &workload(&w))
+    };
+    let params = 8_030_261_248.0;
+    // ZeRO-2 with the optimizer on the CPU: the GPU keeps weights and its half of the gradients;
+    // system RAM is DeepSpeed's own estimate, 24 bytes per parameter up to four GPUs.
+    let zero2 = train(json!({"zero": 2})).unwrap();
+    let off = train(json!({"zero": 2, "cpu_offload": "optimizer"})).unwrap();
+    assert_eq!(term(&off.breakdown, "optimizer-states"), 0);
+    assert_eq!(term(&off.breakdown, "weights"), term(&zero2.breakdown, "weights"));
+    assert!(off.peak_bytes < zero2.peak_bytes);
+    let arch = off.architecture.as_ref().unwrap().params as f64;
+    assert_eq!(arch, params);
+    assert!((term(&off.host, "zero-offload") as f64 - 24.0 * params).abs() < 2.0);
+    // Past four GPUs DeepSpeed counts 6 bytes per parameter per GPU.
+    let eight = train(json!({"zero": 2, "cpu_offload": "optimizer", "gpus": 8})).unwrap();
+    assert!((term(&eight.host, "zero-offload") as f64 - 48.0 * params).abs() < 2.0);
+    // ZeRO-3 with parameters offloaded: 27 bytes per parameter, nothing resident on the GPU.
+    let z3 = train(json!({"zero": 3, "cpu_offload": "params"})).unwrap();
+    assert!((term(&z3.host, "zero-offload") as f64 - 27.0 * params).abs() < 2.0);
+    assert_eq!(term(&z3.breakdown, "weights"), 0);
+    assert!(term(&z3.breakdown, "zero3-gathered-layer") > 0);
+    // The verdict checks system RAM too: 64 GiB is short of what ZeRO-3 offload needs for 8B.
+    let mut card = Card::parse(ds, "rtx-4090", 0.0).unwrap();
+    card.ram_bytes = Some((64.0 * GIB) as u64);
+    let w = workload(&json!({"kind": "training", "model": "llama-3.1-8b", "method": "full", "precision": "bf16", "seq": 2048, "gradient_checkpointing": true, "zero": 3, "cpu_offload": "params"}));
+    let ram = fit_on(ds, &w, &card).unwrap().verdict.unwrap().ram.unwrap();
+    assert!(!ram.fits && ram.host_bytes > ram.ram_bytes, "{ram:?}");
+    // Offloading needs sharded states: refused with the reason otherwise.
+    assert!(train(json!({"cpu_offload": "params"})).unwrap_err().contains("parameter offload needs"));
+    assert!(train(json!({"zero": 0, "cpu_offload": "optimizer"})).unwrap_err().contains("optimizer offload is DeepSpeed's"));
+    assert!(train(json!({"fsdp": "full", "cpu_offload": "optimizer"})).unwrap_err().contains("optimizer offload is DeepSpeed's"));
+}

@@ -81,6 +81,14 @@ pub const MESSAGES: &[(&str, &str)] = &[
         "fsdp-shard-gpus",
         "field `shard_gpus`: groups of {shard} GPUs must divide the {gpus} GPUs",
     ),
+    (
+        "offload-params-needs-sharding",
+        "field `cpu_offload`: parameter offload needs the parameters sharded (`fsdp`, or `zero` 3)",
+    ),
+    (
+        "offload-optimizer-needs-zero",
+        "field `cpu_offload`: optimizer offload is DeepSpeed's (`zero` 1, 2 or 3); FSDP offloads the parameters with it (`params`)",
+    ),
     ("config-not-object", "config.json must be a JSON object"),
     (
         "config-no-model-type",

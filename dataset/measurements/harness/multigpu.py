@@ -7,6 +7,17 @@ transformers' Llama classes, two optimizer steps), with the model wrapped for da
   ddp   torch.nn.parallel.DistributedDataParallel, default settings (gradient buckets that are a
         second copy of the gradients, gradient_as_bucket_view=False);
   fsdp  torch.distributed.fsdp.FullyShardedDataParallel, FULL_SHARD, one unit per decoder layer.
+  fsdp-offload
+        the same with CPUOffload(offload_params=True): parameters and gradients live in pinned host
+        memory and the optimizer step runs on the CPU. Not in RUNS: in a world of one FSDP1 falls
+        back to NO_SHARD and keeps the parameters on the GPU (Llama 3.2 1B: 5.95 GiB against
+        3.65 GiB with FSDP2), which says nothing of several GPUs.
+  fsdp2-offload
+        torch.distributed.fsdp.fully_shard (FSDP2) on each decoder layer and then the root, with
+        CPUOffloadPolicy (parameters, gradients and optimizer states on the CPU).
+
+Offloading runs also record the host side: pinned bytes the CUDA host allocator holds and the
+process's resident set (VmRSS now, VmHWM its peak) before the wrap and after the steps.
 
 Each rank records its own torch.cuda.max_memory_allocated / max_memory_reserved; the line holds
 every rank's figures and the workload in `dataset fit` form (`gpus`, `fsdp`). With as many GPUs
@@ -41,6 +52,9 @@ RUNS = [
     ("ddp", 2, "llama-3.2-1b", "lora", "bf16", 2048, 1, False),
     ("ddp", 2, "llama-3.2-3b", "full", "bf16", 2048, 1, True),
     ("fsdp", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, True),
+    ("fsdp2-offload", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, True),
+    ("fsdp2-offload", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, False),
+    ("fsdp2-offload", 1, "llama-3.2-3b", "full", "bf16", 2048, 1, True),
 ]
 
 
@@ -51,8 +65,10 @@ def cases():
              "seq": seq, "batch": batch, "gradient_checkpointing": gc_on, "gpus": ranks}
         if method == "lora":
             w["lora_rank"] = 16
-        if mode == "fsdp":
+        if mode.startswith("fsdp"):
             w["fsdp"] = "full"
+        if mode.endswith("offload"):
+            w["cpu_offload"] = "params"
         cid = f"{mode}{ranks}-{model}-{method}-{precision}-s{seq}-b{batch}" + ("-gc" if gc_on else "")
         out.append({"id": cid, "mode": mode, "ranks": ranks, "workload": w})
     return out
@@ -71,21 +87,34 @@ def rank_main(rank, case, port, result_path):
     w = case["workload"]
     rec = {"rank": rank, "device": device, "backend": dist.get_backend()}
     try:
-        model = measure.build_model(torch, {"workload": {k: v for k, v in w.items() if k not in ("gpus", "fsdp")}})
+        model = measure.build_model(torch, {"workload": {k: v for k, v in w.items() if k not in ("gpus", "fsdp", "cpu_offload")}})
         if w.get("gradient_checkpointing"):
             # Enabled before wrapping: the wrapper hides the transformers method.
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if w["method"] == "lora":
                 model.enable_input_require_grads()
+        host_before = host(torch)
         if case["mode"] == "ddp":
             wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device])
+        elif case["mode"] == "fsdp2-offload":
+            from torch.distributed.fsdp import fully_shard, CPUOffloadPolicy
+            from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+            from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+            for m in model.modules():
+                if isinstance(m, (LlamaDecoderLayer, Qwen2DecoderLayer)):
+                    fully_shard(m, offload_policy=CPUOffloadPolicy())
+            wrapped = fully_shard(model, offload_policy=CPUOffloadPolicy())
         else:
             import functools
             from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
             from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
             from transformers.models.llama.modeling_llama import LlamaDecoderLayer
             policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer})
-            wrapped = FullyShardedDataParallel(model, auto_wrap_policy=policy, device_id=device,
+            offload = None
+            if case["mode"] == "fsdp-offload":
+                from torch.distributed.fsdp import CPUOffload
+                offload = CPUOffload(offload_params=True)
+            wrapped = FullyShardedDataParallel(model, auto_wrap_policy=policy, device_id=device, cpu_offload=offload,
                                                sharding_strategy=ShardingStrategy.FULL_SHARD, use_orig_params=True)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -93,7 +122,8 @@ def rank_main(rank, case, port, result_path):
         detail = train(torch, wrapped, w)
         torch.cuda.synchronize()
         rec.update(ok=True, peak_allocated=max(torch.cuda.max_memory_allocated(), detail.pop("overall")),
-                   peak_reserved=torch.cuda.max_memory_reserved(), detail=detail)
+                   peak_reserved=torch.cuda.max_memory_reserved(), detail=detail,
+                   host_before=host_before, host_after=host(torch))
     except torch.OutOfMemoryError as e:
         rec.update(ok=False, error="OutOfMemoryError: " + str(e).splitlines()[0])
     except Exception as e:  # recorded, the other cases go on
@@ -101,6 +131,23 @@ def rank_main(rank, case, port, result_path):
     with open(f"{result_path}.{rank}", "w") as f:
         json.dump(rec, f)
     dist.destroy_process_group()
+
+
+def host(torch):
+    """Host memory now: the CUDA host allocator's pinned bytes and the process's VmRSS/VmHWM."""
+    out = {}
+    try:
+        stats = torch.cuda.memory.host_memory_stats()
+        out["pinned_allocated"] = stats.get("allocated_bytes.current", stats.get("allocated_bytes", 0))
+        out["pinned_reserved"] = stats.get("reserved_bytes.current", stats.get("reserved_bytes", 0))
+        out["pinned_allocated_peak"] = stats.get("allocated_bytes.peak", 0)
+    except Exception as e:  # older torch: no host allocator statistics
+        out["pinned_error"] = str(e)
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line.split(":")[0].lower()] = int(line.split()[1]) * 1024
+    return out
 
 
 def train(torch, model, w):

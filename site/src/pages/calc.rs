@@ -211,6 +211,15 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
                 k::CALC_FSDP,
                 keyed(lang, &[("", k::CALC_FSDP_NONE), ("full", k::CALC_FSDP_FULL), ("shard-grad-op", k::CALC_FSDP_SHARD_GRAD_OP), ("hybrid", k::CALC_FSDP_HYBRID)]),
             ));
+            // Offload is offered once the model states are sharded (DeepSpeed ZeRO or FSDP).
+            let zero = s.get("zero").and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|x| x.parse().ok()))).unwrap_or(0);
+            if zero > 0 || !get("fsdp").is_empty() || !get("cpu_offload").is_empty() {
+                c.push(Ctl::Select(
+                    "cpu_offload",
+                    k::CALC_CPU_OFFLOAD,
+                    keyed(lang, &[("", k::CALC_CPU_OFFLOAD_NONE), ("optimizer", k::CALC_CPU_OFFLOAD_OPTIMIZER), ("params", k::CALC_CPU_OFFLOAD_PARAMS)]),
+                ));
+            }
             c
         }
         "diffusion" => {
@@ -1204,6 +1213,8 @@ pub fn error_text(lang: Lang, text: &str) -> String {
         "vllm-tp-heads" => k::ERROR_VLLM_TP_HEADS,
         "fsdp-and-zero" => k::ERROR_FSDP_AND_ZERO,
         "fsdp-shard-gpus" => k::ERROR_FSDP_SHARD_GPUS,
+        "offload-params-needs-sharding" => k::ERROR_OFFLOAD_PARAMS_NEEDS_SHARDING,
+        "offload-optimizer-needs-zero" => k::ERROR_OFFLOAD_OPTIMIZER_NEEDS_ZERO,
         "config-not-object" => k::ERROR_CONFIG_NOT_OBJECT,
         "config-no-model-type" => k::ERROR_CONFIG_NO_MODEL_TYPE,
         "config-unknown-model-type" => k::ERROR_CONFIG_UNKNOWN_MODEL_TYPE,
@@ -1265,6 +1276,7 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         "ollama-split" => k::NOTE_OLLAMA_SPLIT,
         "vllm-parallel-unmodelled" => k::NOTE_VLLM_PARALLEL_UNMODELLED,
         "data-parallel" => k::NOTE_DATA_PARALLEL,
+        "cpu-offload" => k::NOTE_CPU_OFFLOAD,
         // A note this build does not know yet: the engine's own English sentence.
         _ => return n.text.clone(),
     };

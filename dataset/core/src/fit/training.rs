@@ -2,6 +2,7 @@
 //! three moments where the peak can fall (end of forward, start of backward, optimizer step).
 
 use super::llm::{embedding_params, model, summary};
+use super::workload::TrainOffload;
 use super::*;
 use crate::Llm;
 
@@ -38,6 +39,25 @@ fn projection_dims(m: &Llm) -> [(&'static str, f64, f64); 7] {
         ("up_proj", h, i),
         ("down_proj", i, h),
     ]
+}
+
+/// How much more pinned host memory than tensor bytes FSDP's offloaded parameters take: PyTorch's
+/// caching host allocator rounds every allocation up to a power of two (claim
+/// `pytorch-pinned-memory-power-of-two`), and FSDP keeps each weight's shard (its first dimension
+/// divided over `shards` GPUs) as its own tensor. The ratio over a dense block and the
+/// embeddings, applied to the whole model.
+fn pinned_rounding(m: &Llm, shards: f64, bytes: f64) -> f64 {
+    let pinned = |rows: f64, cols: f64| {
+        let b = ((rows / shards).ceil() * cols * bytes).max(1.0);
+        (b as u64).next_power_of_two() as f64
+    };
+    let layer: f64 = projection_dims(m).iter().map(|(_, i, o)| pinned(*o, *i)).sum();
+    let layer_bytes: f64 = projection_dims(m).iter().map(|(_, i, o)| (o / shards).ceil() * i * bytes).sum();
+    let embeddings = if m.tied_embeddings { 1.0 } else { 2.0 };
+    let (v, h) = (m.vocab as f64, m.hidden as f64);
+    let rounded = m.layers as f64 * layer + embeddings * pinned(v, h);
+    let exact = m.layers as f64 * layer_bytes + embeddings * (v / shards).ceil() * h * bytes;
+    rounded / exact
 }
 
 /// Trainable parameters of LoRA adapters on the targeted projections of every block: rank ×
@@ -135,6 +155,15 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
             (3, g as f64)
         }
     };
+    // CPU offload: ZeRO-Offload moves the optimizer (states and step) to system RAM; parameter
+    // offload (FSDP's, or DeepSpeed's offload_param at stage 3) the parameters and gradients too.
+    let offload = t.cpu_offload;
+    match offload {
+        Some(TrainOffload::Params) if t.fsdp.is_none() && t.zero < 3 => return Err(crate::messages::say("offload-params-needs-sharding", &[])),
+        Some(TrainOffload::Optimizer) if t.fsdp.is_some() || t.zero == 0 => return Err(crate::messages::say("offload-optimizer-needs-zero", &[])),
+        _ => {}
+    }
+    let params_off = offload == Some(TrainOffload::Params);
     let shard = |s: u8| if stage >= s { group } else { 1.0 };
     let w_claims: &[&str] = match t.method {
         Method::Full => &["training-mixed-precision-adamw-16-bytes-per-param"],
@@ -142,18 +171,22 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
         Method::Qlora => &["training-qlora-loads-base-in-4bit"],
     };
     let lora_w = if lora { trainable * 4.0 } else { 0.0 };
-    b.add("weights", (weights / shard(3)) + lora_w, w_claims);
-    let grads = trainable * train_bytes / shard(2);
+    // What stays on the GPU between uses (nothing under parameter offload).
+    let resident_w = if params_off { 0.0 } else { weights / shard(3) + lora_w };
+    b.add("weights", resident_w, w_claims);
+    let host_grads = trainable * train_bytes / shard(2);
+    let grads = if params_off { 0.0 } else { host_grads };
     let (state_bytes, o_claims): (f64, &[&str]) = match t.optimizer {
         Optimizer::Adamw => (2.0 * train_bytes, &["training-mixed-precision-adamw-16-bytes-per-param"]),
         Optimizer::Adamw8bit => (2.0, &["training-8bit-adamw-2-bytes-per-param"]),
         Optimizer::Sgd => (0.0, &["fit-training-optimizer-step"]),
     };
-    let states = trainable * state_bytes / shard(1);
-    let step_temp = match t.optimizer {
+    let host_states = trainable * state_bytes / shard(1);
+    let host_step = match t.optimizer {
         Optimizer::Adamw => trainable * train_bytes / shard(1),
         _ => 0.0,
     };
+    let (states, step_temp) = if offload.is_some() { (0.0, 0.0) } else { (host_states, host_step) };
 
     // Activations and logits per token.
     let layer = layer_elements(ds, m, &p, lora.then_some(&t.lora_targets), qk_norm)? * p.act;
@@ -172,7 +205,8 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
     };
     // With checkpointing of a fully trained model, the output head's weight gradient appears while
     // the loss gradient is still alive (without checkpointing the saved activations dominate).
-    let head_grad = if t.gradient_checkpointing && t.method == Method::Full { v * h * train_bytes / shard(2) } else { 0.0 };
+    // Under FSDP's parameter offload the head's gradient is not there at that moment (measured).
+    let head_grad = if t.gradient_checkpointing && t.method == Method::Full && !params_off { v * h * train_bytes / shard(2) } else { 0.0 };
     // The three candidate peaks (from the second step on, optimizer states exist throughout).
     let forward_peak = saved + tokens * logits_fwd;
     let backward_start = saved + tokens * logits_bwd + head_grad;
@@ -207,13 +241,15 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
         b.add("logits", tokens * (logits_saved + logits_fwd), &["fit-training-logits"]);
         b.note("peak-forward-end", &[], "the peak is the loss at the end of the forward pass");
     }
-    if stage >= 3 && group > 1.0 {
+    if stage >= 3 && (group > 1.0 || params_off) {
         if t.fsdp.is_some() {
-            // FSDP gathers a layer's full parameters before it runs and, with limit_all_gathers
-            // (the default), lets at most two gathers be in flight.
+            // FSDP gathers each layer's full parameters while it runs and frees them after, so at
+            // the peaks (the loss at the end of the forward pass, the start of the backward pass)
+            // only the root unit is gathered: embeddings, final norm and output head, kept from
+            // the forward pass to the backward pass. Measured with parameter offload: Llama 3.2
+            // 1B and 3B within 2 % (dataset/measurements/reference/h200-torch2.11-multigpu.jsonl).
             let gathered = if lora { weights } else { params * p.act };
-            let in_flight = claim_number(ds, "pytorch-fsdp-limit-all-gathers")?;
-            b.add("fsdp-gathered-layers", in_flight * gathered / layers, &["pytorch-fsdp-limit-all-gathers", "pytorch-fsdp-sharding-strategies"]);
+            b.add("fsdp-gathered-layers", gathered * embedding_params(m) / params, &["pytorch-fsdp-sharding-strategies", "pytorch-fsdp-root-stays-gathered"]);
         } else {
             // ZeRO-3 gathers one layer's full weights at a time.
             b.add("zero3-gathered-layer", weights / layers, &["training-fsdp-zero-shard-model-states"]);
@@ -228,7 +264,7 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
         // One layer dequantized to 16 bit at a time.
         b.add("dequantized-layer", (params - embedding_params(m)) / layers * 2.0, &["training-qlora-loads-base-in-4bit"]);
     }
-    let dynamic = b.tensor_bytes() as f64 - weights / shard(3) - lora_w - states - b.terms.iter().find(|t| t.term == "ddp-gradient-buckets").map_or(0.0, |t| t.bytes as f64);
+    let dynamic = b.tensor_bytes() as f64 - resident_w - states - b.terms.iter().find(|t| t.term == "ddp-gradient-buckets").map_or(0.0, |t| t.bytes as f64);
     // Autocast's weight copies, made again by the recomputed forward under checkpointing, leave
     // more of the allocator's segments in pieces. The base is what a small step needs whatever its
     // size: with few transient bytes a share of them does not leave room for the loss's largest
@@ -239,6 +275,31 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
         _ => ("fit-allocator-headroom-training-base", "fit-allocator-headroom-training"),
     };
     add_runtime(ds, &mut b, dynamic, Some(base), Some(share))?;
+    // What the offloaded states take in system RAM, for every GPU of the machine.
+    if let Some(o) = offload {
+        if t.fsdp.is_some() {
+            // FSDP keeps each GPU's shard of parameters, gradients and optimizer states in pinned
+            // host memory and runs the optimizer step there.
+            // Parameters and gradients are pinned, each tensor rounded up to a power of two.
+            let c: &[&str] = &["pytorch-fsdp-cpu-offload", "pytorch-pinned-memory-power-of-two"];
+            let round = pinned_rounding(m, group, if lora { 2.0 } else { p.weight });
+            b.add_host("weights", n * (weights / shard(3) * round + lora_w), c);
+            b.add_host("gradients", n * host_grads * if lora { 1.0 } else { round }, c);
+            b.add_host("optimizer-states", n * host_states, c);
+        } else {
+            // DeepSpeed's own estimate of the CPU memory its offload needs (fp32 master weights,
+            // optimizer states and gradients, with its buffer factor).
+            let (claim, per_param) = match (stage, o) {
+                (3, TrainOffload::Params) => ("deepspeed-offload-cpu-bytes-zero3-params", claim_number(ds, "deepspeed-offload-cpu-bytes-zero3-params")?),
+                (3, _) => ("deepspeed-offload-cpu-bytes-zero3", claim_number(ds, "deepspeed-offload-cpu-bytes-zero3")?),
+                _ => ("deepspeed-offload-cpu-bytes-zero2", claim_number(ds, "deepspeed-offload-cpu-bytes-zero2")?.max(n * claim_number(ds, "deepspeed-offload-cpu-bytes-per-gpu")?)),
+            };
+            // A LoRA run's frozen base weights go to system RAM with the parameters.
+            let frozen = if lora && params_off { weights } else { 0.0 };
+            b.add_host("zero-offload", trainable * per_param + frozen, &[claim]);
+        }
+        b.note("cpu-offload", &[], "Model states in system RAM: the optimizer step runs on the CPU, which is much slower than on the GPU.");
+    }
     if n > 1.0 {
         // Data parallel: every GPU holds the same share.
         b.devices = vec![b.terms.clone(); t.gpus as usize];

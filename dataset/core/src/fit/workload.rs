@@ -254,6 +254,19 @@ pub enum Fsdp {
     Hybrid,
 }
 
+/// Training state moved to system RAM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrainOffload {
+    /// DeepSpeed ZeRO-Offload (`offload_optimizer: {device: cpu}`, ZeRO stage 1 to 3): optimizer
+    /// states and step on the CPU; the GPU keeps the 16-bit parameters and gradients.
+    Optimizer,
+    /// Parameters too: PyTorch FSDP's `CPUOffload(offload_params=True)` / FSDP2's
+    /// `CPUOffloadPolicy`, or DeepSpeed's `offload_param` (ZeRO stage 3 only). The GPU holds the
+    /// layers being computed.
+    Params,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Method {
@@ -306,6 +319,9 @@ pub struct Training {
     /// FSDP hybrid shard: GPUs in each sharding group (default: every GPU, which is full sharding).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard_gpus: Option<u64>,
+    /// Model states in system RAM (ZeRO-Offload, FSDP CPU offload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_offload: Option<TrainOffload>,
     /// What each card offers, when the fit is for known cards (see [`LlmInference::card_budgets`]).
     #[serde(skip)]
     pub card_budgets: Vec<u64>,
