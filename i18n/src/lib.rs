@@ -143,7 +143,7 @@ mod tests {
 
     /// Keys whose text has nothing to translate in some languages: preset labels made of model,
     /// engine and format names, an arrow before a number, a verdict and a quotation.
-    const NEUTRAL: [&str; 10] = [
+    const NEUTRAL: [&str; 12] = [
         "lever.result",
         // "GPU {n}: {peak}": a device number and a size.
         "calc.gpu_row",
@@ -156,6 +156,9 @@ mod tests {
         "preset.qwen32b_vllm",
         "preset.qwen8b_transformers",
         "preset.sdxl_fp16",
+        // Platform names: Apple's own term, and a vendor with its software stack.
+        "probe.wanted_apple",
+        "probe.wanted_amd",
     ];
 
     #[test]

@@ -507,3 +507,37 @@ fn two_cards_in_one_machine_get_a_bar_and_a_verdict_each() {
     b.wait_js("return !!document.getElementById('verdict')");
     assert_eq!(b.js("return !!document.getElementById('c-cards')"), json!(false));
 }
+
+/// Training with its model states in system RAM, in Italian: the offload choice appears once the
+/// states are sharded (a ZeRO stage chosen); DeepSpeed's optimizer offload then moves the
+/// optimizer to system RAM, which the page shows term by term and asks for.
+#[test]
+fn training_offload_is_offered_once_states_are_sharded_and_fills_system_ram() {
+    let tmp = TempDir::new("card-offload");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let lang = Lang::It;
+    let w = json!({"kind":"training","model":"llama-3.1-8b","method":"full","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true});
+    b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), query(&w, "rtx-4090")));
+    wait_app(&b);
+    b.wait_js("return !!document.getElementById('verdict')");
+    assert_eq!(b.js("return !!document.getElementById('c-cpu_offload') || !!document.getElementById('host')"), json!(false));
+    let choose = |id: &str, v: &str| b.js(&format!("const s = document.getElementById('{id}'); s.value = '{v}'; s.dispatchEvent(new Event('change', {{bubbles: true}})); return 1"));
+    choose("c-zero", "2");
+    b.wait_js("return !!document.getElementById('c-cpu_offload')");
+    choose("c-cpu_offload", "optimizer");
+    let mut off = w.clone();
+    off["zero"] = json!(2);
+    off["cpu_offload"] = json!("optimizer");
+    let f = engine_on(&off, "rtx-4090");
+    assert!(f.host_bytes > 0);
+    b.wait_js(&format!("return document.getElementById('host')?.dataset.bytes === '{}'", f.host_bytes));
+    assert!(b.text("#host-terms").unwrap().contains(t(lang, k::TERM_ZERO_OFFLOAD)));
+    assert_eq!(b.js("return !!document.getElementById('c-ram')"), json!(true));
+    b.wait_text("#peak", |s| s.contains(&gib(f.peak_bytes as f64, lang)));
+    assert!(b.current_url().contains("cpu_offload=optimizer"), "{}", b.current_url());
+    no_english(&b, lang);
+    // Optimizer offload without a ZeRO stage is refused in Italian, not in the engine's English.
+    choose("c-zero", "0");
+    b.wait_text("#calc-error", |s| s.contains(t(lang, k::ERROR_OFFLOAD_OPTIMIZER_NEEDS_ZERO)));
+}

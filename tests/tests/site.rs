@@ -431,3 +431,37 @@ fn a_derived_claims_page_shows_which_inputs_rest_on_primary_sources() {
     assert!(row(&community.value).contains(t(Lang::En, k::CLAIM_INPUT_COMMUNITY)));
     assert!(b.console_errors().is_empty(), "{:?}", b.console_errors());
 }
+
+/// The probe page asks owners of Macs and AMD cards for the measurements the probe cannot make:
+/// every wanted measurement of `measurements/wanted.toml` under its platform, with the claim it
+/// would back (linked, with its verdict), the command to run and what to copy, in the reader's
+/// language (prerendered, and in the app).
+#[test]
+fn the_probe_page_asks_for_the_measurements_it_cannot_make() {
+    let tmp = TempDir::new("site-wanted");
+    let server = server(&tmp);
+    let ds = &loaded().dataset;
+    assert!(ds.wanted.len() >= 4, "{:?}", ds.wanted);
+    let lang = Lang::Zh;
+    let path = Route::Probe.path(lang);
+    let (status, _, html) = get(&format!("{}{path}", server.url));
+    assert_eq!(status, 200);
+    assert!(html.contains(t(lang, k::PROBE_WANTED)) && html.contains(t(lang, k::PROBE_WANTED_SEND)));
+    let b = Browser::start();
+    b.goto(&format!("{}{path}", server.url));
+    wait_app(&b);
+    for (platform, heading) in [(headroom_core::catalog::WantedPlatform::Apple, k::PROBE_WANTED_APPLE), (headroom_core::catalog::WantedPlatform::Amd, k::PROBE_WANTED_AMD)] {
+        let items: Vec<_> = ds.wanted.iter().filter(|w| w.platform == platform).collect();
+        assert!(!items.is_empty());
+        let list = b.js(&format!("const h = [...document.querySelectorAll('#wanted h3')].find(h => h.textContent === {:?}); return [...h.nextElementSibling.querySelectorAll('li')].map(li => [li.dataset.claim, li.querySelector('a.claimref').getAttribute('href'), li.querySelector('code').textContent, li.querySelector('p').textContent])", t(lang, heading)));
+        let list = list.as_array().unwrap();
+        assert_eq!(list.len(), items.len());
+        for (row, w) in list.iter().zip(&items) {
+            assert_eq!(row[0], serde_json::json!(w.claim));
+            assert_eq!(row[1], serde_json::json!(Route::Claim(w.claim.clone()).path(lang)));
+            assert_eq!(row[2], serde_json::json!(w.command));
+            assert_eq!(row[3], serde_json::json!(w.look_for.zh));
+        }
+    }
+    assert!(b.console_errors().is_empty(), "{:?}", b.console_errors());
+}

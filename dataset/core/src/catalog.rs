@@ -74,6 +74,27 @@ pub struct Gpu {
     pub extra_sources: Vec<Source>,
 }
 
+/// A measurement the probe cannot make (it talks to NVIDIA's driver) that an owner of another
+/// platform can, for a claim that rests on documents and others' logs
+/// (`measurements/wanted.toml`; the probe page lists them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wanted {
+    pub claim: String,
+    pub platform: WantedPlatform,
+    /// What to run (a command line, the same in every language).
+    pub command: String,
+    /// What to copy from what it prints.
+    pub look_for: crate::Text,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WantedPlatform {
+    Apple,
+    Amd,
+}
+
 /// A `PYTORCH_CUDA_ALLOC_CONF` setting that the allocator lab and `probe replay --sweep` try
 /// (`catalog/alloc-recipes.toml`, cheapest change first), with the claims that say what it does
 /// and who recommends it.

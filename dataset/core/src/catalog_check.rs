@@ -211,6 +211,21 @@ pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problem
         }
         push("recipe", &r.id, m);
     }
+    for w in &ds.wanted {
+        let mut m = Vec::new();
+        if ds.claim(&w.claim).is_none() {
+            m.push(format!("claim `{}` does not exist", w.claim));
+        }
+        if w.command.trim().is_empty() {
+            m.push("command is empty: say what to run".into());
+        }
+        for l in crate::Lang::ALL {
+            if w.look_for.get(l).trim().is_empty() {
+                m.push(format!("look_for has no {} text", l.code()));
+            }
+        }
+        push("wanted", &format!("{}/{:?}", w.claim, w.platform), m);
+    }
     for t in &ds.tools {
         let mut m = Vec::new();
         if !id_ok(&t.id) || t.id != t.id.to_ascii_lowercase() {

@@ -58,6 +58,13 @@ struct AggregatesFile {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct WantedFile {
+    #[serde(default)]
+    wanted: Vec<crate::catalog::Wanted>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RecipesFile {
     #[serde(default)]
     recipe: Vec<crate::catalog::AllocRecipe>,
@@ -178,6 +185,13 @@ pub fn load(files: &[(String, String)]) -> Result<Loaded, Vec<Problem>> {
                     }
                 }
             }
+            "measurements/wanted.toml" => {
+                for w in parse::<WantedFile>(p, text, p_ref).map(|f| f.wanted).unwrap_or_default() {
+                    if loaded.note("wanted", &format!("{}/{:?}", w.claim, w.platform), p, p_ref) {
+                        loaded.dataset.wanted.push(w);
+                    }
+                }
+            }
             "seeds.toml" => {
                 for s in parse::<SeedsFile>(p, text, p_ref).map(|f| f.seed).unwrap_or_default() {
                     if loaded.note("seed", &s.file, p, p_ref) {
@@ -188,7 +202,7 @@ pub fn load(files: &[(String, String)]) -> Result<Loaded, Vec<Problem>> {
             _ => problems.push(Problem::new(
                 p,
                 None,
-                "unexpected file: data files are claims/*.toml, catalog/{gpus,llms,diffusion,quant,alloc-recipes}.toml, catalog/tools/*.toml, measurements/aggregates.toml and seeds.toml".to_string(),
+                "unexpected file: data files are claims/*.toml, catalog/{gpus,llms,diffusion,quant,alloc-recipes}.toml, catalog/tools/*.toml, measurements/{aggregates,wanted}.toml and seeds.toml".to_string(),
             )),
         }
     }

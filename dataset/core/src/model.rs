@@ -379,6 +379,10 @@ pub struct Dataset {
     #[serde(default)]
     #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub measurements: Vec<Aggregate>,
+    /// Measurements wanted from Macs and AMD cards (the probe page lists them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
+    pub wanted: Vec<crate::catalog::Wanted>,
     /// The allocator settings the allocator lab tries, cheapest change first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "slim", serde(skip_deserializing))]
@@ -469,6 +473,9 @@ impl Dataset {
                 keep(&mut f.effect);
             }
         }
+        for w in &mut ds.wanted {
+            keep(&mut w.look_for);
+        }
         ds
     }
 
@@ -524,6 +531,7 @@ impl Dataset {
         // counts are `verdict_counts`).
         ds.claims.retain(|c| crate::fit::engine_cites_claim(&c.id) || c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains("params("))));
         ds.alloc_recipes.clear();
+        ds.wanted.clear();
         for c in &mut ds.claims {
             if c.verdict == Verdict::Contradicted {
                 c.statement = Text::default();

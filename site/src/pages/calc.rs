@@ -699,6 +699,8 @@ fn change_label(
         "cpu_moe_layers" => fmt(lang, k::LEVER_CPU_MOE_LAYERS, &[("value", &n()), ("of", &of_layers())]),
         "optimizer" => t(lang, k::LEVER_OPTIMIZER).to_string(),
         "gradient_checkpointing" => t(lang, k::LEVER_GRADIENT_CHECKPOINTING).to_string(),
+        "cpu_offload" if v == "params" => t(lang, k::LEVER_CPU_OFFLOAD_PARAMS).to_string(),
+        "cpu_offload" => t(lang, k::LEVER_CPU_OFFLOAD_OPTIMIZER).to_string(),
         "lora_targets" => t(lang, k::LEVER_LORA_TARGETS).to_string(),
         "method" if v == "qlora" => t(lang, k::LEVER_METHOD_QLORA).to_string(),
         "method" => t(lang, k::LEVER_METHOD_LORA).to_string(),

@@ -139,7 +139,7 @@ pub fn pages_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView 
             true => view! { <guides::GuidePage lang=lang ds=ds.clone() slug=slug /> }.into_any(),
             false => view! { <NotFoundBody lang=lang /> }.into_any(),
         },
-        Route::Probe => view! { <Probe lang=lang /> }.into_any(),
+        Route::Probe => view! { <Probe lang=lang ds=ds.clone() /> }.into_any(),
         Route::About => view! { <About lang=lang ds=ds.clone() /> }.into_any(),
         Route::Calculator | Route::Allocator => view! { <NotFoundBody lang=lang /> }.into_any(),
     }
@@ -193,7 +193,25 @@ fn Home(lang: Lang, ds: Data) -> impl IntoView {
 }
 
 #[component]
-fn Probe(lang: Lang) -> impl IntoView {
+fn Probe(lang: Lang, ds: Data) -> impl IntoView {
+    use headroom_core::catalog::WantedPlatform;
+    // Measurements the probe cannot make, by platform (`measurements/wanted.toml`).
+    let platform = |p: WantedPlatform, heading| {
+        let items: Vec<_> = ds.wanted.iter().filter(|w| w.platform == p).cloned().collect();
+        let ds = ds.clone();
+        view! {
+            <h3>{t(lang, heading)}</h3>
+            <ul class="wanted">
+                {items.into_iter().map(|w| { let ds = ds.clone(); view! {
+                    <li data-claim=w.claim.clone()>
+                        <crate::ui::ClaimRef lang=lang ds=ds id=w.claim.clone() />
+                        <pre><code>{w.command.clone()}</code></pre>
+                        <p>{w.look_for.get(lang).to_string()}</p>
+                    </li>
+                }}).collect_view()}
+            </ul>
+        }
+    };
     view! {
         <h1>{t(lang, k::PROBE_TITLE)}</h1>
         <p class="lead">{t(lang, k::PROBE_LEAD)}</p>
@@ -210,6 +228,13 @@ fn Probe(lang: Lang) -> impl IntoView {
         <p>{t(lang, k::PROBE_EXIT_TEXT)}</p>
         <h2>{t(lang, k::PROBE_RESULTS)}</h2>
         <p>{t(lang, k::PROBE_NO_RESULTS)}</p>
+        <section id="wanted">
+            <h2>{t(lang, k::PROBE_WANTED)}</h2>
+            <p>{t(lang, k::PROBE_WANTED_TEXT)}</p>
+            {platform(WantedPlatform::Apple, k::PROBE_WANTED_APPLE)}
+            {platform(WantedPlatform::Amd, k::PROBE_WANTED_AMD)}
+            <p>{t(lang, k::PROBE_WANTED_SEND)}</p>
+        </section>
     }
 }
 

@@ -378,6 +378,19 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     refine: None,
                 });
             }
+            // Model states to system RAM, once they are sharded: DeepSpeed's optimizer offload,
+            // then the parameters too (ZeRO-3, or FSDP's offload).
+            if t.cpu_offload.is_none() && (t.zero > 0 || t.fsdp.is_some()) {
+                let mut steps = Vec::new();
+                if t.fsdp.is_none() {
+                    steps.push(step(vec![("cpu_offload", json!("optimizer"))], 3, "speed", vec!["deepspeed-offload-cpu-bytes-zero2"]));
+                }
+                if t.fsdp.is_some() || t.zero == 3 {
+                    let claim = if t.fsdp.is_some() { "pytorch-fsdp-cpu-offload" } else { "deepspeed-offload-cpu-bytes-zero3-params" };
+                    steps.push(step(vec![("cpu_offload", json!("params"))], 4, "speed", vec![claim]));
+                }
+                dims.push(Dimension { steps, refine: None });
+            }
             if t.batch > 1 {
                 let steps = halvings(t.batch, 1)
                     .into_iter()
@@ -677,6 +690,7 @@ pub(crate) fn set(w: &mut Workload, field: &str, v: &Value) {
         Workload::Training(t) => match field {
             "optimizer" => t.optimizer = serde_json::from_value(v.clone()).unwrap_or(t.optimizer),
             "gradient_checkpointing" => t.gradient_checkpointing = v.as_bool().unwrap_or(false),
+            "cpu_offload" => t.cpu_offload = serde_json::from_value(v.clone()).ok(),
             "batch" => t.batch = n(),
             "lora_targets" => {
                 t.lora_targets = LoraTargets::try_from(v.clone()).unwrap_or(LoraTargets::AllLinear)
