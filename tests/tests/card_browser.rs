@@ -508,14 +508,15 @@ fn two_cards_in_one_machine_get_a_bar_and_a_verdict_each() {
     assert_eq!(b.js("return !!document.getElementById('c-cards')"), json!(false));
 }
 
-/// Training with its model states in system RAM, in Italian: the offload choice appears once the
-/// states are sharded (a ZeRO stage chosen); DeepSpeed's optimizer offload then moves the
-/// optimizer to system RAM, which the page shows term by term and asks for.
+/// Training with its model states in system RAM, in Italian on a phone: the offload choice
+/// appears once the states are sharded (a ZeRO stage chosen); DeepSpeed's optimizer offload then
+/// moves the optimizer to system RAM, which the page shows term by term and asks for.
 #[test]
 fn training_offload_is_offered_once_states_are_sharded_and_fills_system_ram() {
     let tmp = TempDir::new("card-offload");
     let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
     let b = Browser::start();
+    b.resize(390, 844);
     let lang = Lang::It;
     let w = json!({"kind":"training","model":"llama-3.1-8b","method":"full","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true});
     b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), query(&w, "rtx-4090")));
@@ -537,6 +538,7 @@ fn training_offload_is_offered_once_states_are_sharded_and_fills_system_ram() {
     b.wait_text("#peak", |s| s.contains(&gib(f.peak_bytes as f64, lang)));
     assert!(b.current_url().contains("cpu_offload=optimizer"), "{}", b.current_url());
     no_english(&b, lang);
+    assert_eq!(b.js("return document.documentElement.scrollWidth <= window.innerWidth + 1"), json!(true), "the page scrolls sideways");
     // Optimizer offload without a ZeRO stage is refused in Italian, not in the engine's English.
     choose("c-zero", "0");
     b.wait_text("#calc-error", |s| s.contains(t(lang, k::ERROR_OFFLOAD_OPTIMIZER_NEEDS_ZERO)));
