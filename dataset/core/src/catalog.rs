@@ -5,18 +5,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Source, Text};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Segment {
     Desktop,
     Laptop,
     Workstation,
     Datacenter,
 }
+crate::string_enum!(Segment { Desktop = "desktop", Laptop = "laptop", Workstation = "workstation", Datacenter = "datacenter" });
 
 /// Who makes a GPU: which software stack runs on it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Vendor {
     /// CUDA.
     #[default]
@@ -26,6 +25,7 @@ pub enum Vendor {
     /// Apple silicon: Metal, unified memory shared with the system.
     Apple,
 }
+crate::string_enum!(Vendor { Nvidia = "nvidia", Amd = "amd", Apple = "apple" });
 
 impl Vendor {
     fn is_nvidia(&self) -> bool {
@@ -34,7 +34,7 @@ impl Vendor {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[cfg_attr(not(feature = "slim"), serde(deny_unknown_fields))]
 pub struct Gpu {
     pub id: String,
     pub name: String,
@@ -42,35 +42,44 @@ pub struct Gpu {
     #[serde(default, skip_serializing_if = "Vendor::is_nvidia")]
     pub vendor: Vendor,
     pub segment: Segment,
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub architecture: String,
     /// NVIDIA: the CUDA compute capability ("8.9").
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub compute_capability: String,
     /// AMD: the LLVM target name (`gfx1100`), what ROCm's libraries are built for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub llvm_target: Option<String>,
     /// AMD: the ROCm release whose Linux support list (the one its source quotes) names the card
     /// (`7.0`), or `none` when that list does not (Windows HIP SDK only, or unlisted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub rocm_linux: Option<String>,
     /// The vendor's nominal capacity, in the vendor's "GB" (for GPU memory these are GiB); for
     /// Apple silicon the unified memory the GPU shares with the system.
     pub memory_gb: f64,
     /// Empty where no source states it (some AMD cards).
     #[serde(default)]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub memory_type: String,
     /// 0 where no source states it (some AMD cards).
     #[serde(default)]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub bus_width_bits: u32,
     /// GB/s as the vendor states it; absent where the vendor gives none (laptop parts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub bandwidth_gbs: Option<f64>,
     /// The host link; empty where no source states it (some AMD cards).
     #[serde(default)]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub interface: String,
     pub source: Source,
     /// Further documents for values the main source does not state (e.g. compute capability).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub extra_sources: Vec<Source>,
 }
 
@@ -109,13 +118,13 @@ pub struct AllocRecipe {
     pub claims: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Attention {
     Mha,
     Gqa,
     Mla,
 }
+crate::string_enum!(Attention { Mha = "mha", Gqa = "gqa", Mla = "mla" });
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -286,12 +295,12 @@ impl Llm {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Modality {
     Image,
     Video,
 }
+crate::string_enum!(Modality { Image = "image", Video = "video" });
 
 /// Component roles of a diffusion pipeline.
 pub const COMPONENT_ROLES: [&str; 8] =
@@ -348,8 +357,7 @@ impl Diffusion {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuantFamily {
     Float,
     Int,
@@ -359,6 +367,7 @@ pub enum QuantFamily {
     Awq,
     Gptq,
 }
+crate::string_enum!(QuantFamily { Float = "float", Int = "int", GgufType = "gguf-type", GgufScheme = "gguf-scheme", Bnb = "bnb", Awq = "awq", Gptq = "gptq" });
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

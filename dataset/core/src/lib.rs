@@ -4,6 +4,30 @@
 //! leave as typed values, check reports or JSON. No file system, network or clock access, so the
 //! same code runs in the `dataset` CLI, the ingest server and the browser (wasm32).
 
+/// Serialize and Deserialize for an enum of unit variants written as strings (`Verdict`,
+/// `Engine`, …): the variant's name is given once, and each enum costs the calculator's wasm a
+/// string match instead of serde's derived visitor (about 900 bytes each). The error for an
+/// unknown name is serde's own ("unknown variant `x`, expected one of …").
+#[macro_export]
+macro_rules! string_enum {
+    ($ty:ident { $($variant:ident = $name:literal),+ $(,)? }) => {
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(match self { $($ty::$variant => $name),+ })
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <String as serde::Deserialize>::deserialize(d)?;
+                match s.as_str() {
+                    $($name => Ok($ty::$variant),)+
+                    _ => Err(serde::de::Error::unknown_variant(&s, &[$($name),+])),
+                }
+            }
+        }
+    };
+}
+
 pub mod catalog;
 mod catalog_check;
 pub mod check;

@@ -31,8 +31,7 @@ impl Text {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Verdict {
     /// A primary source states it, or ≥3 consistent measurements from independent submitters,
     /// or it is derived by code from verified values.
@@ -44,6 +43,7 @@ pub enum Verdict {
     /// A primary source or measurements say otherwise; `correction` gives the right statement.
     Contradicted,
 }
+crate::string_enum!(Verdict { Verified = "verified", Qualified = "qualified", Unverified = "unverified", Contradicted = "contradicted" });
 
 impl Verdict {
     pub const ALL: [Verdict; 4] =
@@ -59,8 +59,7 @@ impl Verdict {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SourceKind {
     OfficialDoc,
     /// Source code at a pinned version (`version` is required).
@@ -75,6 +74,7 @@ pub enum SourceKind {
     /// Computed by code from catalog values; the test suite recomputes it.
     Derivation,
 }
+crate::string_enum!(SourceKind { OfficialDoc = "official-doc", SourceCode = "source-code", ModelCard = "model-card", Paper = "paper", VendorSpec = "vendor-spec", Community = "community", Measurement = "measurement", Derivation = "derivation" });
 
 impl SourceKind {
     /// Kinds that count as primary evidence on their own.
@@ -104,25 +104,32 @@ impl SourceKind {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[cfg_attr(not(feature = "slim"), serde(deny_unknown_fields))]
 pub struct Source {
     pub kind: SourceKind,
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub title: String,
     /// Where to read it. Absent only for derivations and measurements kept in this repository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub url: Option<String>,
     /// The exact passage, code line or formula the claim rests on (quoted, not paraphrased).
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub passage: String,
     /// Version, tag or commit the passage was read at (required for source code).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub version: Option<String>,
     /// Date accessed, YYYY-MM-DD.
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub accessed: String,
     /// For measurements: how many independent submitters agree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub submitters: Option<u32>,
     /// For community sources that are one of the seed articles: its file name (see seeds.toml).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub seed: Option<String>,
     /// Derivations: the expression over catalog values (see `derive`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -132,14 +139,17 @@ pub struct Source {
     pub expect: Option<f64>,
     /// Derivations: the unit of `expect`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub unit: Option<String>,
     /// Derivations: relative tolerance (default 0.005). Measurements citing an aggregate: how far
     /// its median may be from the claim's value (default 0.05).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub tolerance: Option<f64>,
     /// Measurements: the aggregate of accepted probe submissions this rests on, as
     /// `<gpu id>/<measurement>` (e.g. `rtx-4090/usable_bytes`, see `measurements/aggregates.toml`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub aggregate: Option<String>,
     /// Catalog sources: the fields of the entry its passage states (`memory_gb`, `bandwidth_gbs`,
     /// …). An entry's main source without it backs every field; an extra source without it backs

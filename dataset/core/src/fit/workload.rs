@@ -3,15 +3,14 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Engine {
     Transformers,
     Vllm,
-    #[serde(rename = "llama.cpp")]
     LlamaCpp,
     Ollama,
 }
+crate::string_enum!(Engine { Transformers = "transformers", Vllm = "vllm", LlamaCpp = "llama.cpp", Ollama = "ollama" });
 
 /// Which LLM: a catalog id, or a description the user brings (`config.json`, hand-typed fields).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -231,8 +230,7 @@ pub struct LlmInference {
 }
 
 /// llama.cpp `--split-mode` (`none` is one GPU: `gpus: 1`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SplitMode {
     /// Each GPU holds a contiguous run of layers with their KV cache (pipeline parallel).
     Layer,
@@ -241,10 +239,10 @@ pub enum SplitMode {
     /// Weights and KV cache divided across the GPUs (experimental tensor parallelism).
     Tensor,
 }
+crate::string_enum!(SplitMode { Layer = "layer", Row = "row", Tensor = "tensor" });
 
 /// FSDP sharding strategies (PyTorch `ShardingStrategy`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fsdp {
     /// `FULL_SHARD`: parameters, gradients and optimizer states sharded over every GPU.
     Full,
@@ -253,10 +251,10 @@ pub enum Fsdp {
     /// `HYBRID_SHARD`: full sharding inside each group of `shard_gpus`, replicas across groups.
     Hybrid,
 }
+crate::string_enum!(Fsdp { Full = "full", ShardGradOp = "shard-grad-op", Hybrid = "hybrid" });
 
 /// Training state moved to system RAM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TrainOffload {
     /// DeepSpeed ZeRO-Offload (`offload_optimizer: {device: cpu}`, ZeRO stage 1 to 3): optimizer
     /// states and step on the CPU; the GPU keeps the 16-bit parameters and gradients.
@@ -266,23 +264,23 @@ pub enum TrainOffload {
     /// layers being computed.
     Params,
 }
+crate::string_enum!(TrainOffload { Optimizer = "optimizer", Params = "params" });
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     Full,
     Lora,
     Qlora,
 }
+crate::string_enum!(Method { Full = "full", Lora = "lora", Qlora = "qlora" });
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Optimizer {
     Adamw,
-    #[serde(rename = "adamw-8bit")]
     Adamw8bit,
     Sgd,
 }
+crate::string_enum!(Optimizer { Adamw = "adamw", Adamw8bit = "adamw-8bit", Sgd = "sgd" });
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -327,24 +325,23 @@ pub struct Training {
     pub card_budgets: Vec<u64>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Component {
     Pipeline,
     Denoiser,
     TextEncoder,
     VaeDecode,
 }
+crate::string_enum!(Component { Pipeline = "pipeline", Denoiser = "denoiser", TextEncoder = "text-encoder", VaeDecode = "vae-decode" });
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
     Gpu,
     Cpu,
 }
+crate::string_enum!(Placement { Gpu = "gpu", Cpu = "cpu" });
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Offload {
     None,
     /// Whole components move to the GPU one at a time (diffusers `enable_model_cpu_offload`,
@@ -353,6 +350,7 @@ pub enum Offload {
     /// Weights stream to the GPU layer by layer (diffusers `enable_sequential_cpu_offload`).
     Sequential,
 }
+crate::string_enum!(Offload { None = "none", Model = "model", Sequential = "sequential" });
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
