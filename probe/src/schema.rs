@@ -1,4 +1,4 @@
-//! The report's JSON Schema (`probe/report.schema.json`) and its validator. Both live in
+//! The report's JSON Schema (`dataset/core/report.schema.json`) and its validator. Both live in
 //! headroom-core (`report`), so that the probe and the ingest service check every report against
 //! the same file with the same code.
 

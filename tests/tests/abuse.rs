@@ -21,7 +21,8 @@ use serde_json::{json, Value};
 struct Ingest {
     url: String,
     addr: SocketAddr,
-    server: Server,
+    /// Held so the server runs as long as the test uses it (stopped on drop).
+    _server: Server,
     site: TempDir,
 }
 
@@ -31,7 +32,7 @@ impl Ingest {
         std::fs::write(site.path().join("index.html"), "<!doctype html><title>Headroom</title>").unwrap();
         let server = Server::start_with(site.path(), db, extra);
         let addr = server.url.trim_start_matches("http://").parse().unwrap();
-        Ingest { url: server.url.clone(), addr, server, site }
+        Ingest { url: server.url.clone(), addr, _server: server, site }
     }
 
     fn submissions(&self) -> String {
