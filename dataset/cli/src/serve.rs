@@ -138,47 +138,154 @@ fn documented(status: StatusCode, code: &str) -> bool {
     ERROR_CODES.iter().any(|(c, s)| *c == code && *s == status.as_u16())
 }
 
-/// A JSON error with a stable code and a human message; nothing internal leaks.
-fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    debug_assert!(documented(status, code), "undocumented error {status} {code}");
-    json_response(status, &json!({ "error": code, "message": message }))
+/// Every error the API answers with: a stable `code` and HTTP `status` (the pairs of
+/// [`ERROR_CODES`], all documented in the OpenAPI file) and a human message. What must not leak
+/// (the database's or a task's own error) is logged, never sent.
+#[derive(Debug)]
+enum ApiError {
+    UnsupportedMediaType,
+    ForbiddenOrigin,
+    /// `close`: the declared length is beyond what the server drains, so it closes the connection.
+    PayloadTooLarge { close: bool },
+    UnreadableBody,
+    /// A report refused by the core's checks (400 `invalid_json`, or 422 with fields and problems).
+    Rejected(Rejection),
+    /// What was not found, for the message.
+    NotFound(String),
+    MethodNotAllowed,
+    RequestTimeout,
+    RateLimited { retry_after: u64 },
+    /// The store failed; the cause is logged.
+    Unavailable(String),
+    /// Anything else that failed; the cause is logged.
+    Internal(String),
 }
 
-fn internal() -> Response {
-    error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the server failed to handle the request; it has been logged")
-}
-
-fn unavailable() -> Response {
-    error(StatusCode::SERVICE_UNAVAILABLE, "database_unavailable", "the database is not answering; try again later")
-}
-
-async fn health(State(state): State<AppState>) -> Response {
-    let store = state.store.clone();
-    match tokio::task::spawn_blocking(move || store.health()).await {
-        Ok(Ok(h)) => {
-            let mut body = json!({
-                "status": "ok",
-                "version": env!("CARGO_PKG_VERSION"),
-                "database": "ok",
-                "writes": if h.writes_failing { "failing" } else { "ok" },
-                "submissions": h.submissions,
-            });
-            if h.writes_failing {
-                body["status"] = json!("degraded");
-                body["error"] = json!("writes_failing");
-                body["message"] = json!("the database answers reads, but its last write failed (is the disk full?)");
-                return json_response(StatusCode::SERVICE_UNAVAILABLE, &body);
-            }
-            json_response(StatusCode::OK, &body)
+impl ApiError {
+    fn code(&self) -> &'static str {
+        match self {
+            ApiError::UnsupportedMediaType => "unsupported_media_type",
+            ApiError::ForbiddenOrigin => "forbidden_origin",
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::UnreadableBody => "unreadable_body",
+            ApiError::Rejected(r) => r.code(),
+            ApiError::NotFound(_) => "not_found",
+            ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::RequestTimeout => "request_timeout",
+            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::Unavailable(_) => "database_unavailable",
+            ApiError::Internal(_) => "internal",
         }
-        Ok(Err(e)) => {
-            log(&format!("health: {e}"));
-            unavailable()
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::ForbiddenOrigin => StatusCode::FORBIDDEN,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnreadableBody | ApiError::Rejected(Rejection::Json(_)) => StatusCode::BAD_REQUEST,
+            ApiError::Rejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
-        Err(_) => internal(),
+    }
+
+    fn message(&self) -> String {
+        match self {
+            ApiError::UnsupportedMediaType => "send the report as JSON with Content-Type: application/json".into(),
+            ApiError::ForbiddenOrigin => "reports are accepted from the probe and from this site, not from pages on other sites".into(),
+            ApiError::PayloadTooLarge { .. } => format!("the body is larger than {} KiB", report::MAX_BODY_BYTES / 1024),
+            ApiError::UnreadableBody => "the request body could not be read".into(),
+            ApiError::Rejected(r) => r.message(),
+            ApiError::NotFound(what) => what.clone(),
+            ApiError::MethodNotAllowed => "this endpoint does not take that method".into(),
+            ApiError::RequestTimeout => "the request took too long".into(),
+            ApiError::RateLimited { retry_after } => format!("too many submissions from this address; try again in {retry_after} s"),
+            ApiError::Unavailable(_) => "the database is not answering; try again later".into(),
+            ApiError::Internal(_) => "the server failed to handle the request; it has been logged".into(),
+        }
     }
 }
 
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        ApiError::Unavailable(e.0)
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> ApiError {
+        ApiError::Rejected(r)
+    }
+}
+
+impl From<tokio::task::JoinError> for ApiError {
+    fn from(e: tokio::task::JoinError) -> ApiError {
+        ApiError::Internal(format!("a blocking task failed: {e}"))
+    }
+}
+
+impl From<BodyError> for ApiError {
+    fn from(e: BodyError) -> ApiError {
+        match e {
+            BodyError::TooLarge => ApiError::PayloadTooLarge { close: false },
+            BodyError::Unreadable => ApiError::UnreadableBody,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match &self {
+            ApiError::Unavailable(cause) => log(&format!("database: {cause}")),
+            ApiError::Internal(cause) => log(cause),
+            _ => {}
+        }
+        let (status, code) = (self.status(), self.code());
+        debug_assert!(documented(status, code), "undocumented error {status} {code}");
+        let mut body = json!({ "error": code, "message": self.message() });
+        if let ApiError::Rejected(r) = &self {
+            body["fields"] = json!(r.fields());
+            body["problems"] = json!(r.problems());
+        }
+        let mut r = json_response(status, &body);
+        match self {
+            ApiError::PayloadTooLarge { close: true } => {
+                r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            ApiError::RateLimited { retry_after } => {
+                r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+            }
+            _ => {}
+        }
+        r
+    }
+}
+
+async fn health(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let store = state.store.clone();
+    let h = tokio::task::spawn_blocking(move || store.health()).await??;
+    let mut body = json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "database": "ok",
+        "writes": if h.writes_failing { "failing" } else { "ok" },
+        "submissions": h.submissions,
+    });
+    if h.writes_failing {
+        body["status"] = json!("degraded");
+        body["error"] = json!("writes_failing");
+        body["message"] = json!("the database answers reads, but its last write failed (is the disk full?)");
+        return Ok(json_response(StatusCode::SERVICE_UNAVAILABLE, &body));
+    }
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+#[derive(Debug)]
 enum BodyError {
     TooLarge,
     Unreadable,
@@ -204,120 +311,56 @@ async fn read_limited(mut body: Body, limit: usize) -> Result<Vec<u8>, BodyError
     if over > 0 { Err(BodyError::TooLarge) } else { Ok(buf) }
 }
 
-fn too_large() -> Response {
-    error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
-        &format!("the body is larger than {} KiB", report::MAX_BODY_BYTES / 1024),
-    )
-}
-
 /// `POST /api/v1/submissions`.
-async fn submit(State(state): State<AppState>, client: Option<axum::Extension<ClientAddr>>, headers: HeaderMap, body: Body) -> Response {
+async fn submit(State(state): State<AppState>, client: Option<axum::Extension<ClientAddr>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     // A page on another site can post cross-site without a preflight only as a form or as
     // text/plain: JSON is required, and an Origin other than this server's is refused.
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
     let mime = ct.split(';').next().unwrap_or("").trim();
     if mime != "application/json" && !mime.ends_with("+json") {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "send the report as JSON with Content-Type: application/json",
-        );
+        return Err(ApiError::UnsupportedMediaType);
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        if !same_origin(origin, headers.get(header::HOST)) {
-            return error(
-                StatusCode::FORBIDDEN,
-                "forbidden_origin",
-                "reports are accepted from the probe and from this site, not from pages on other sites",
-            );
-        }
+    if headers.get(header::ORIGIN).is_some_and(|origin| !same_origin(origin, headers.get(header::HOST))) {
+        return Err(ApiError::ForbiddenOrigin);
     }
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > (report::MAX_BODY_BYTES + DRAIN_MAX) as u64) {
-        let mut r = too_large();
-        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-        return r;
+        return Err(ApiError::PayloadTooLarge { close: true });
     }
-    let bytes = match read_limited(body, report::MAX_BODY_BYTES).await {
-        Ok(b) => b,
-        Err(BodyError::TooLarge) => return too_large(),
-        Err(BodyError::Unreadable) => return error(StatusCode::BAD_REQUEST, "unreadable_body", "the request body could not be read"),
-    };
+    let bytes = read_limited(body, report::MAX_BODY_BYTES).await?;
     // Checking a small report takes microseconds and is done here; a large one (up to the 256 KiB
     // limit) goes to the blocking pool so that it cannot hold up other requests.
     let gpus = state.gpus.clone();
     let checked = if bytes.len() <= INLINE_CHECK_BYTES {
-        Ok(report::check_submission(&bytes, &gpus))
+        report::check_submission(&bytes, &gpus)
     } else {
-        tokio::task::spawn_blocking(move || report::check_submission(&bytes, &gpus)).await
+        tokio::task::spawn_blocking(move || report::check_submission(&bytes, &gpus)).await?
+    }?;
+    let agent = headers.get(header::USER_AGENT).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()).unwrap_or_default();
+    let new = NewSubmission {
+        id: ingest::new_id().map_err(ApiError::Internal)?,
+        content_hash: ingest::content_hash(&checked.canonical),
+        received_at: ingest::now_rfc3339(),
+        document: checked.canonical,
+        prefix_tag: client.map(|c| state.tagger.prefix_tag(c.0 .0)),
+        agent_tag: Some(state.tagger.agent_tag(&agent)),
     };
-    let outcome: Result<Result<Result<Inserted, Rejection>, StoreError>, String> = match checked {
-        Err(e) => Err(e.to_string()),
-        Ok(Err(rejection)) => Ok(Ok(Err(rejection))),
-        Ok(Ok(checked)) => match ingest::new_id() {
-            Err(e) => Ok(Err(StoreError(e))),
-            Ok(id) => {
-                let agent = headers.get(header::USER_AGENT).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()).unwrap_or_default();
-                let new = NewSubmission {
-                    id,
-                    content_hash: ingest::content_hash(&checked.canonical),
-                    received_at: ingest::now_rfc3339(),
-                    document: checked.canonical,
-                    prefix_tag: client.map(|c| state.tagger.prefix_tag(c.0 .0)),
-                    agent_tag: Some(state.tagger.agent_tag(&agent)),
-                };
-                // Answered by the database writer once the commit holding the row is on disk.
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                state.store.insert_or_get_then(
-                    new,
-                    Box::new(move |r| {
-                        let _ = tx.send(r);
-                    }),
-                );
-                match rx.await {
-                    Ok(r) => Ok(r.map(Ok)),
-                    Err(_) => Ok(Err(StoreError("the database writer dropped the request".into()))),
-                }
-            }
-        },
-    };
-    match outcome {
-        Ok(Ok(Ok(Inserted { id, created, status }))) => {
-            let url = format!("/api/v1/submissions/{id}");
-            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
-            let mut r = json_response(code, &json!({ "id": id, "status": status.code(), "duplicate": !created, "url": url }));
-            if let Ok(v) = HeaderValue::from_str(&url) {
-                r.headers_mut().insert(header::LOCATION, v);
-            }
-            r
-        }
-        Ok(Ok(Err(rejection))) => {
-            let status = match rejection {
-                Rejection::Json(_) => StatusCode::BAD_REQUEST,
-                _ => StatusCode::UNPROCESSABLE_ENTITY,
-            };
-            debug_assert!(documented(status, rejection.code()), "undocumented rejection {status} {}", rejection.code());
-            json_response(
-                status,
-                &json!({
-                    "error": rejection.code(),
-                    "message": rejection.message(),
-                    "fields": rejection.fields(),
-                    "problems": rejection.problems(),
-                }),
-            )
-        }
-        Ok(Err(e)) => {
-            log(&format!("storing a submission: {e}"));
-            unavailable()
-        }
-        Err(e) => {
-            log(&format!("submission task failed: {e}"));
-            internal()
-        }
+    // Answered by the database writer once the commit holding the row is on disk.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    state.store.insert_or_get_then(
+        new,
+        Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    );
+    let Inserted { id, created, status } = rx.await.map_err(|_| ApiError::Unavailable("the database writer dropped the request".into()))??;
+    let url = format!("/api/v1/submissions/{id}");
+    let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+    let mut r = json_response(code, &json!({ "id": id, "status": status.code(), "duplicate": !created, "url": url }));
+    if let Ok(v) = HeaderValue::from_str(&url) {
+        r.headers_mut().insert(header::LOCATION, v);
     }
+    Ok(r)
 }
 
 /// Whether an `Origin` header names this server: `http(s)://` followed by exactly the `Host` the
@@ -331,41 +374,28 @@ fn same_origin(origin: &HeaderValue, host: Option<&HeaderValue>) -> bool {
 }
 
 /// `GET /api/v1/submissions/{id}`: status and the stored document without its private fields.
-async fn submission(State(state): State<AppState>, uri: Uri) -> Response {
+async fn submission(State(state): State<AppState>, uri: Uri) -> Result<Response, ApiError> {
     let id = uri.path().rsplit('/').next().unwrap_or("").to_string();
-    let not_found = || error(StatusCode::NOT_FOUND, "not_found", "no submission with this id");
+    let not_found = || ApiError::NotFound("no submission with this id".into());
     if !ingest::is_id(&id) {
-        return not_found();
+        return Err(not_found());
     }
     let store = state.store.clone();
-    match tokio::task::spawn_blocking(move || store.get(&id)).await {
-        Ok(Ok(Some(s))) => {
-            let document = match serde_json::from_str::<Value>(&s.document) {
-                Ok(v) => report::public_document(&v),
-                Err(e) => {
-                    log(&format!("submission {}: stored document does not parse: {e}", s.id));
-                    return internal();
-                }
-            };
-            json_response(
-                StatusCode::OK,
-                &json!({
-                    "id": s.id,
-                    "status": s.status.code(),
-                    "received_at": s.received_at,
-                    "reviewed_at": s.reviewed_at,
-                    "reason": s.reason,
-                    "document": document,
-                }),
-            )
-        }
-        Ok(Ok(None)) => not_found(),
-        Ok(Err(e)) => {
-            log(&format!("reading a submission: {e}"));
-            unavailable()
-        }
-        Err(_) => internal(),
-    }
+    let s = tokio::task::spawn_blocking(move || store.get(&id)).await??.ok_or_else(not_found)?;
+    let document = serde_json::from_str::<Value>(&s.document)
+        .map(|v| report::public_document(&v))
+        .map_err(|e| ApiError::Internal(format!("submission {}: stored document does not parse: {e}", s.id)))?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "id": s.id,
+            "status": s.status.code(),
+            "received_at": s.received_at,
+            "reviewed_at": s.reviewed_at,
+            "reason": s.reason,
+            "document": document,
+        }),
+    ))
 }
 
 /// Per-client token bucket in front of the submission endpoint (before the body is read).
@@ -378,15 +408,7 @@ async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> 
         .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
     match state.limiter.check(ip, Instant::now()) {
         Ok(()) => next.run(req).await,
-        Err(seconds) => {
-            let mut r = error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                &format!("too many submissions from this address; try again in {seconds} s"),
-            );
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-            r
-        }
+        Err(seconds) => ApiError::RateLimited { retry_after: seconds }.into_response(),
     }
 }
 
@@ -394,19 +416,19 @@ async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> 
 async fn api_guard(req: Request, next: Next) -> Response {
     let mut r = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
         Ok(r) => r,
-        Err(_) => error(StatusCode::REQUEST_TIMEOUT, "request_timeout", "the request took too long"),
+        Err(_) => ApiError::RequestTimeout.into_response(),
     };
     r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
 }
 
-async fn api_not_found(uri: Uri) -> Response {
+async fn api_not_found(uri: Uri) -> ApiError {
     let path: String = uri.path().chars().take(200).collect();
-    error(StatusCode::NOT_FOUND, "not_found", &format!("no API endpoint at {path}"))
+    ApiError::NotFound(format!("no API endpoint at {path}"))
 }
 
-async fn method_not_allowed() -> Response {
-    error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this endpoint does not take that method")
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
 }
 
 /// Static paths with a segment longer than any file name are no file: 404 before the file
@@ -471,7 +493,7 @@ fn router_with(state: AppState, site: &Path) -> Router {
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         ))
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| internal()))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| ApiError::Internal("a handler panicked".into()).into_response()))
         .with_state(state)
 }
 
@@ -764,6 +786,39 @@ mod tests {
         assert!(!body.contains('<') && !body.contains('>') && !body.contains('&'), "{body}");
         let v: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v["name"], "<script>alert(1)</script> & co");
+    }
+
+    #[test]
+    fn every_api_error_is_a_documented_code_and_keeps_its_cause_private() {
+        let rejected = report::check_submission(b"{}", &[]).unwrap_err();
+        let errors = [
+            ApiError::UnsupportedMediaType,
+            ApiError::ForbiddenOrigin,
+            ApiError::PayloadTooLarge { close: true },
+            ApiError::UnreadableBody,
+            ApiError::Rejected(report::check_submission(b"{", &[]).unwrap_err()),
+            ApiError::Rejected(rejected),
+            ApiError::NotFound("no submission with this id".into()),
+            ApiError::MethodNotAllowed,
+            ApiError::RequestTimeout,
+            ApiError::RateLimited { retry_after: 7 },
+            ApiError::Unavailable("SQLITE_BUSY: database is locked at /srv/db.sqlite3".into()),
+            ApiError::Internal("thread panicked at src/serve.rs:12".into()),
+        ];
+        for e in errors {
+            let (status, code) = (e.status(), e.code());
+            assert!(documented(status, code), "{status} {code}");
+            let close = matches!(e, ApiError::PayloadTooLarge { close: true });
+            let retry = matches!(e, ApiError::RateLimited { .. });
+            let r = e.into_response();
+            assert_eq!(r.status(), status);
+            assert_eq!(r.headers().contains_key(header::CONNECTION), close);
+            assert_eq!(r.headers().get(header::RETRY_AFTER).map(|v| v.to_str().unwrap().to_string()), retry.then(|| "7".to_string()));
+            let body: Value = serde_json::from_str(&futures_body(r)).unwrap();
+            assert_eq!(body["error"], code);
+            let message = body["message"].as_str().unwrap();
+            assert!(!message.is_empty() && !message.contains("SQLITE") && !message.contains("src/"), "{message}");
+        }
     }
 
     fn futures_body(r: Response) -> String {
