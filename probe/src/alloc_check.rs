@@ -24,7 +24,7 @@ use headroom_alloc::device::{DRIVER_RESERVE, Device as ModelDevice, Driver, PAGE
 use headroom_alloc::{Options, config, replay_on, trace};
 use headroom_core::report::{AllocCase, AllocCheck, AllocRun, CallDivergence};
 
-use crate::measure::{Alloc, Device, Held, INTERRUPTED_MSG, MIB, largest_allocation};
+use crate::measure::{Alloc, Device, DeviceError, Held, MIB, largest_allocation};
 
 include!(concat!(env!("OUT_DIR"), "/traces.rs"));
 
@@ -88,7 +88,7 @@ pub struct OnDevice<'a, D: Device> {
     /// Physical bytes held (for `free_now`).
     held: u64,
     /// The first error other than out-of-memory; the replay stops at its next event.
-    pub error: Option<String>,
+    pub error: Option<DeviceError>,
 }
 
 impl<'a, D: Device> OnDevice<'a, D> {
@@ -96,12 +96,12 @@ impl<'a, D: Device> OnDevice<'a, D> {
         OnDevice { dev, total, free_at_start, live: BTreeMap::new(), mapped: BTreeMap::new(), reserved: BTreeMap::new(), held: 0, error: None }
     }
 
-    fn fail(&mut self, e: String) {
-        self.error.get_or_insert(e);
+    fn fail(&mut self, e: impl Into<DeviceError>) {
+        self.error.get_or_insert(e.into());
     }
 
     /// Gives back everything, mappings before the ranges that hold them.
-    pub fn release(&mut self) -> Result<(), String> {
+    pub fn release(&mut self) -> Result<(), DeviceError> {
         let mut first = None;
         for (va, (h, bytes)) in std::mem::take(&mut self.mapped) {
             if let Err(e) = self.dev.vmm_unmap(va, bytes).and_then(|()| self.dev.vmm_release(h)) {
@@ -244,7 +244,7 @@ impl<D: Device> Driver for OnDevice<'_, D> {
 /// suite's ballast was a process of its own: nothing in the case's process changes where the
 /// driver puts its allocations or what it keeps for itself). `cuMemAlloc` in pieces as large as
 /// the driver gives, to the 2 MiB page; freed when the `Held` drops.
-pub fn take_ballast<D: Device>(dev: &mut D, bytes: u64) -> Result<Held<'_, D>, String> {
+pub fn take_ballast<D: Device>(dev: &mut D, bytes: u64) -> Result<Held<'_, D>, DeviceError> {
     let mut held = Held::new(dev);
     let mut chunk = bytes / PAGE * PAGE;
     while held.held_bytes() + PAGE <= bytes && chunk >= PAGE {
@@ -265,12 +265,12 @@ fn secs(t: Instant) -> f64 {
 
 /// One case on `dev`, with the free memory it has (in a process of its own: see the module's
 /// text).
-pub fn run_case<D: Device>(dev: &mut D, trace_name: &str, config_name: &str) -> Result<AllocCase, String> {
+pub fn run_case<D: Device>(dev: &mut D, trace_name: &str, config_name: &str) -> Result<AllocCase, DeviceError> {
     let (t, fitted) = load_trace(trace_name)?;
     let (_, conf_str) = CONFIGS.iter().find(|c| c.0 == config_name).ok_or_else(|| format!("no configuration `{config_name}`"))?;
     let conf = config::parse(conf_str).map_err(|e| format!("{conf_str}: {e}"))?;
     if dev.interrupted() {
-        return Err(INTERRUPTED_MSG.to_string());
+        return Err(DeviceError::Interrupted);
     }
     let total = dev.total_bytes()?;
     let free_at_start = dev.free_bytes()?;
@@ -291,7 +291,7 @@ pub fn run_case<D: Device>(dev: &mut D, trace_name: &str, config_name: &str) -> 
         return Err(e);
     }
     if r.device.inner.dev.interrupted() {
-        return Err(INTERRUPTED_MSG.to_string());
+        return Err(DeviceError::Interrupted);
     }
     // what the driver keeps back, with the allocator's memory still held
     let on = &mut r.device.inner;
@@ -416,7 +416,7 @@ mod tests {
     fn an_interrupt_stops_the_case_and_frees_everything() {
         let mut d = sim(2 * GIB);
         d.stop = true;
-        assert_eq!(run_case(&mut d, "churn", "expandable").unwrap_err(), INTERRUPTED_MSG);
+        assert_eq!(run_case(&mut d, "churn", "expandable").unwrap_err(), DeviceError::Interrupted);
         assert_eq!(d.used_bytes(), 0);
     }
 

@@ -5,7 +5,7 @@ use std::time::Instant;
 use cudarc::driver::result;
 use cudarc::driver::sys;
 
-use crate::measure::{Alloc, Device, Identity};
+use crate::measure::{Alloc, Device, DeviceError, Identity};
 use crate::report::*;
 
 fn driver(call: &'static str) -> impl Fn(result::DriverError) -> ProbeError {
@@ -85,17 +85,13 @@ impl Gpu {
 
     /// Host↔device and device↔device copy bandwidth in GB/s, timed with CUDA events over `bytes`.
     fn copy_bandwidth(&mut self, bytes: usize, reps: usize) -> Result<Bandwidth, ProbeError> {
-        let d_a = unsafe { result::malloc_sync(bytes) }.map_err(driver("cuMemAlloc"))?;
-        let d_b = match unsafe { result::malloc_sync(bytes) } {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = unsafe { result::free_sync(d_a) };
-                return Err(driver("cuMemAlloc")(e));
-            }
-        };
-        let out = (|| {
-            let pinned = unsafe { result::malloc_host(bytes, 0) }.map_err(driver("cuMemAllocHost"))?;
-            let pinned_slice = unsafe { std::slice::from_raw_parts_mut(pinned as *mut u8, bytes) };
+        // Every buffer and event is freed when it goes out of scope, on the error paths too.
+        let a = DeviceBuf(unsafe { result::malloc_sync(bytes) }.map_err(driver("cuMemAlloc"))?);
+        let b = DeviceBuf(unsafe { result::malloc_sync(bytes) }.map_err(driver("cuMemAlloc"))?);
+        let (d_a, d_b) = (a.0, b.0);
+        {
+            let pinned = PinnedBuf(unsafe { result::malloc_host(bytes, 0) }.map_err(driver("cuMemAllocHost"))?);
+            let pinned_slice = unsafe { std::slice::from_raw_parts_mut(pinned.0 as *mut u8, bytes) };
             // Written before it is read, as PyTorch's pin_memory() fills its buffer.
             pinned_slice.fill(1);
             // Touched (every page written) and page-aligned. glibc's malloc puts a large block's
@@ -105,8 +101,9 @@ impl Gpu {
             let mut raw = vec![1u8; bytes + PAGEABLE_ALIGN];
             let off = raw.as_ptr().align_offset(PAGEABLE_ALIGN);
             let pageable = &mut raw[off..off + bytes];
-            let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(driver("cuEventCreate"))?;
-            let stop = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(driver("cuEventCreate"))?;
+            let start_event = Event(result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(driver("cuEventCreate"))?);
+            let stop_event = Event(result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(driver("cuEventCreate"))?);
+            let (start, stop) = (start_event.0, stop_event.0);
             let stream = std::ptr::null_mut();
             let time_n = |n: usize, f: &mut dyn FnMut() -> Result<(), result::DriverError>| -> Result<f64, ProbeError> {
                 f().map_err(driver("cuMemcpy"))?; // warm-up
@@ -151,18 +148,35 @@ impl Gpu {
                 // that launch overhead does not weigh on a copy that takes ~0.1 ms on fast cards.
                 d2d_gbs: time_n(D2D_COPIES, &mut || unsafe { result::memcpy_dtod_sync(d_b, d_a, bytes) })?,
             };
-            unsafe {
-                let _ = result::event::destroy(start);
-                let _ = result::event::destroy(stop);
-                let _ = result::free_host(pinned);
-            }
             Ok(r)
-        })();
-        unsafe {
-            let _ = result::free_sync(d_a);
-            let _ = result::free_sync(d_b);
         }
-        out
+    }
+}
+
+/// Device memory from `cuMemAlloc`, freed on drop.
+struct DeviceBuf(sys::CUdeviceptr);
+
+impl Drop for DeviceBuf {
+    fn drop(&mut self) {
+        let _ = unsafe { result::free_sync(self.0) };
+    }
+}
+
+/// Pinned host memory from `cuMemAllocHost`, freed on drop.
+struct PinnedBuf(*mut std::ffi::c_void);
+
+impl Drop for PinnedBuf {
+    fn drop(&mut self) {
+        let _ = unsafe { result::free_host(self.0) };
+    }
+}
+
+/// A CUDA event, destroyed on drop.
+struct Event(sys::CUevent);
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        let _ = unsafe { result::event::destroy(self.0) };
     }
 }
 
@@ -182,8 +196,8 @@ const PAGEABLE_ALIGN: usize = 4096;
 /// Device-to-device copies per timed interval.
 const D2D_COPIES: usize = 4;
 
-fn e(call: &'static str) -> impl Fn(result::DriverError) -> String {
-    move |err| format!("{call}: {err:?}")
+fn e(call: &'static str) -> impl Fn(result::DriverError) -> DeviceError {
+    move |err| DeviceError::Driver(format!("{call}: {err:?}"))
 }
 
 fn vmm_prop(dev: sys::CUdevice) -> sys::CUmemAllocationProp {
@@ -196,24 +210,24 @@ fn vmm_prop(dev: sys::CUdevice) -> sys::CUmemAllocationProp {
 }
 
 impl Device for Gpu {
-    fn free_bytes(&mut self) -> Result<u64, String> {
-        result::mem_get_info().map(|(free, _)| free as u64).map_err(|e| format!("cuMemGetInfo: {e:?}"))
+    fn free_bytes(&mut self) -> Result<u64, DeviceError> {
+        result::mem_get_info().map(|(free, _)| free as u64).map_err(e("cuMemGetInfo"))
     }
-    fn alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, String> {
+    fn alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, DeviceError> {
         match unsafe { result::malloc_sync(bytes as usize) } {
             Ok(ptr) => Ok(Some(Alloc { ptr, bytes })),
             Err(result::DriverError(sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY)) => Ok(None),
-            Err(e) => Err(format!("cuMemAlloc({bytes}): {e:?}")),
+            Err(err) => Err(DeviceError::Driver(format!("cuMemAlloc({bytes}): {err:?}"))),
         }
     }
-    fn free(&mut self, a: Alloc) -> Result<(), String> {
-        unsafe { result::free_sync(a.ptr) }.map_err(|e| format!("cuMemFree: {e:?}"))
+    fn free(&mut self, a: Alloc) -> Result<(), DeviceError> {
+        unsafe { result::free_sync(a.ptr) }.map_err(e("cuMemFree"))
     }
     fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
     }
 
-    fn identity(&mut self) -> Result<Identity, String> {
+    fn identity(&mut self) -> Result<Identity, DeviceError> {
         let dev = self.dev;
         let name = result::device::get_name(dev).map_err(e("cuDeviceGetName"))?;
         let attr = |a| unsafe { result::device::get_attribute(dev, a) }.map_err(e("cuDeviceGetAttribute"));
@@ -236,11 +250,11 @@ impl Device for Gpu {
         })
     }
 
-    fn total_bytes(&mut self) -> Result<u64, String> {
+    fn total_bytes(&mut self) -> Result<u64, DeviceError> {
         Ok(unsafe { result::device::total_mem(self.dev) }.map_err(e("cuDeviceTotalMem"))? as u64)
     }
 
-    fn context_bytes(&mut self) -> Result<u64, String> {
+    fn context_bytes(&mut self) -> Result<u64, DeviceError> {
         let before = self.free_bytes()?;
         let mut ctx = std::ptr::null_mut();
         unsafe { sys::cuCtxCreate_v2(&mut ctx, 0, self.dev) }.result().map_err(e("cuCtxCreate"))?;
@@ -252,11 +266,11 @@ impl Device for Gpu {
         Ok(before.saturating_sub(after?))
     }
 
-    fn bandwidth(&mut self, bytes: u64, reps: usize) -> Result<Bandwidth, String> {
-        self.copy_bandwidth(bytes as usize, reps).map_err(|err| err.to_string())
+    fn bandwidth(&mut self, bytes: u64, reps: usize) -> Result<Bandwidth, DeviceError> {
+        self.copy_bandwidth(bytes as usize, reps).map_err(|err| DeviceError::Driver(err.to_string()))
     }
 
-    fn pool_prepare(&mut self) -> Result<u64, String> {
+    fn pool_prepare(&mut self) -> Result<u64, DeviceError> {
         if self.stream.is_none() {
             self.stream = Some(result::stream::create(result::stream::StreamKind::NonBlocking).map_err(e("cuStreamCreate"))?);
         }
@@ -271,7 +285,7 @@ impl Device for Gpu {
         Ok(keep)
     }
 
-    fn pool_alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, String> {
+    fn pool_alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, DeviceError> {
         let stream = self.stream.ok_or("pool used before pool_prepare")?;
         match unsafe { result::malloc_async(stream, bytes as usize) } {
             Ok(ptr) => {
@@ -283,13 +297,13 @@ impl Device for Gpu {
         }
     }
 
-    fn pool_free(&mut self, a: Alloc) -> Result<(), String> {
+    fn pool_free(&mut self, a: Alloc) -> Result<(), DeviceError> {
         let stream = self.stream.ok_or("pool used before pool_prepare")?;
         unsafe { result::free_async(a.ptr, stream) }.map_err(e("cuMemFreeAsync"))?;
         unsafe { result::stream::synchronize(stream) }.map_err(e("cuStreamSynchronize"))
     }
 
-    fn pool_trim(&mut self) -> Result<(), String> {
+    fn pool_trim(&mut self) -> Result<(), DeviceError> {
         let Some((pool, _)) = self.pool else { return Ok(()) };
         if let Some(stream) = self.stream {
             unsafe { result::stream::synchronize(stream) }.map_err(e("cuStreamSynchronize"))?;
@@ -297,7 +311,7 @@ impl Device for Gpu {
         unsafe { result::mem_pool::trim_to(pool, 0) }.map_err(e("cuMemPoolTrimTo"))
     }
 
-    fn pool_release(&mut self) -> Result<(), String> {
+    fn pool_release(&mut self) -> Result<(), DeviceError> {
         let Some((pool, old)) = self.pool else { return Ok(()) };
         self.pool_trim()?;
         let mut old = old;
@@ -307,12 +321,12 @@ impl Device for Gpu {
         Ok(())
     }
 
-    fn vmm_granularity(&mut self) -> Result<(u64, u64), String> {
+    fn vmm_granularity(&mut self) -> Result<(u64, u64), DeviceError> {
         let prop = vmm_prop(self.dev);
         let get = |flag| {
             let mut g = 0usize;
             unsafe { sys::cuMemGetAllocationGranularity(&mut g, &prop, flag) }.result().map_err(e("cuMemGetAllocationGranularity"))?;
-            Ok::<u64, String>(g as u64)
+            Ok::<u64, DeviceError>(g as u64)
         };
         Ok((
             get(sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM)?,
@@ -320,7 +334,7 @@ impl Device for Gpu {
         ))
     }
 
-    fn vmm_create(&mut self, bytes: u64) -> Result<Option<u64>, String> {
+    fn vmm_create(&mut self, bytes: u64) -> Result<Option<u64>, DeviceError> {
         let prop = vmm_prop(self.dev);
         let mut handle = 0;
         match unsafe { sys::cuMemCreate(&mut handle, bytes as usize, &prop, 0) }.result() {
@@ -330,25 +344,25 @@ impl Device for Gpu {
         }
     }
 
-    fn vmm_release(&mut self, handle: u64) -> Result<(), String> {
+    fn vmm_release(&mut self, handle: u64) -> Result<(), DeviceError> {
         unsafe { sys::cuMemRelease(handle) }.result().map_err(e("cuMemRelease"))
     }
 
-    fn vmm_reserve(&mut self, bytes: u64) -> Result<u64, String> {
+    fn vmm_reserve(&mut self, bytes: u64) -> Result<u64, DeviceError> {
         let mut va = 0;
         unsafe { sys::cuMemAddressReserve(&mut va, bytes as usize, 0, 0, 0) }.result().map_err(e("cuMemAddressReserve"))?;
         Ok(va)
     }
 
-    fn vmm_free_range(&mut self, va: u64, bytes: u64) -> Result<(), String> {
+    fn vmm_free_range(&mut self, va: u64, bytes: u64) -> Result<(), DeviceError> {
         unsafe { sys::cuMemAddressFree(va, bytes as usize) }.result().map_err(e("cuMemAddressFree"))
     }
 
-    fn vmm_map(&mut self, va: u64, bytes: u64, handle: u64) -> Result<(), String> {
+    fn vmm_map(&mut self, va: u64, bytes: u64, handle: u64) -> Result<(), DeviceError> {
         unsafe { sys::cuMemMap(va, bytes as usize, 0, handle, 0) }.result().map_err(e("cuMemMap"))
     }
 
-    fn vmm_access(&mut self, va: u64, bytes: u64) -> Result<(), String> {
+    fn vmm_access(&mut self, va: u64, bytes: u64) -> Result<(), DeviceError> {
         let mut desc: sys::CUmemAccessDesc = unsafe { std::mem::zeroed() };
         desc.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
         desc.location.id = self.dev;
@@ -356,7 +370,7 @@ impl Device for Gpu {
         unsafe { sys::cuMemSetAccess(va, bytes as usize, &desc, 1) }.result().map_err(e("cuMemSetAccess"))
     }
 
-    fn vmm_unmap(&mut self, va: u64, bytes: u64) -> Result<(), String> {
+    fn vmm_unmap(&mut self, va: u64, bytes: u64) -> Result<(), DeviceError> {
         unsafe { sys::cuMemUnmap(va, bytes as usize) }.result().map_err(e("cuMemUnmap"))
     }
 }

@@ -94,13 +94,64 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Some(Command::Send { file, to, yes }) => ExitCode::from(send_file(&file, &to, yes)),
-        Some(Command::Replay(args)) => ExitCode::from(replay::run(&args)),
-        Some(Command::AllocCase { device, trace, config, free, simulate }) => {
-            ExitCode::from(alloc_case(device, &trace, &config, free, simulate.as_deref()))
+    let done = match cli.command {
+        Some(Command::Send { file, to, yes }) => send_file(&file, &to, yes),
+        Some(Command::Replay(args)) => CliError::from_code(replay::run(&args)),
+        Some(Command::AllocCase { device, trace, config, free, simulate }) => alloc_case(device, &trace, &config, free, simulate.as_deref()),
+        None => measure_and_report(&cli.run),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Some(message) = e.message() {
+                eprintln!("probe: {message}");
+            }
+            ExitCode::from(e.exit_code())
         }
-        None => ExitCode::from(measure_and_report(&cli.run)),
+    }
+}
+
+/// Why a probe command ends with a non-zero exit code. `exit_code` is the one place that maps
+/// them to the codes probe/README.md documents.
+#[derive(Debug)]
+enum CliError {
+    /// Bad flags or values.
+    Usage(String),
+    /// A file could not be read or written, or is not a probe report.
+    Io(String),
+    /// The GPU could not be measured (each reason has its own code).
+    Probe(ProbeError),
+    /// Already said where it happened (per GPU, per report, or by a subcommand): only the code.
+    Reported(u8),
+}
+
+impl CliError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) => report::EXIT_USAGE,
+            CliError::Io(_) => report::EXIT_IO,
+            CliError::Probe(e) => e.exit_code(),
+            CliError::Reported(code) => *code,
+        }
+    }
+
+    fn message(&self) -> Option<String> {
+        match self {
+            CliError::Usage(m) | CliError::Io(m) => Some(m.clone()),
+            CliError::Probe(e) => Some(e.to_string()),
+            CliError::Reported(_) => None,
+        }
+    }
+
+    /// A subcommand's exit code, 0 being success.
+    fn from_code(code: u8) -> Result<(), CliError> {
+        if code == 0 { Ok(()) } else { Err(CliError::Reported(code)) }
+    }
+}
+
+impl From<ProbeError> for CliError {
+    fn from(e: ProbeError) -> CliError {
+        CliError::Probe(e)
     }
 }
 
@@ -146,7 +197,7 @@ impl Backend {
 
 /// `probe __alloc-case`: one case of the allocator check on a fresh process's device; prints the
 /// case as one JSON line.
-fn alloc_case(index: u32, trace: &str, config: &str, free: Option<u64>, simulate: Option<&str>) -> u8 {
+fn alloc_case(index: u32, trace: &str, config: &str, free: Option<u64>, simulate: Option<&str>) -> Result<(), CliError> {
     install_ctrl_c();
     let result = match simulate {
         Some(spec) => match sim::parse_specs(spec).map(|s| s.get(index as usize).cloned()) {
@@ -155,23 +206,24 @@ fn alloc_case(index: u32, trace: &str, config: &str, free: Option<u64>, simulate
                 let spec = sim::SimSpec { other_used: spec.other_used.max(others), ..spec };
                 alloc_check::run_case(&mut sim::SimDevice::from_spec(&spec, index), trace, config)
             }
-            Ok(None) => Err(format!("no simulated device #{index}")),
-            Err(e) => Err(e),
+            Ok(None) => Err(measure::DeviceError::Driver(format!("no simulated device #{index}"))),
+            Err(e) => Err(measure::DeviceError::Driver(e)),
         },
         None => match cuda::Gpu::open(index) {
             Ok(mut gpu) => alloc_check::run_case(&mut gpu, trace, config),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(measure::DeviceError::Driver(e.to_string())),
         },
     };
     match result {
         Ok(case) => {
             println!("{}", serde_json::to_string(&case).expect("JSON"));
-            0
+            Ok(())
         }
-        Err(e) if e == measure::INTERRUPTED_MSG => report::EXIT_INTERRUPTED,
+        Err(measure::DeviceError::Interrupted) => Err(CliError::Reported(report::EXIT_INTERRUPTED)),
         Err(e) => {
+            // The parent reads the last line of this process's stderr as the case's error.
             eprintln!("{e}");
-            report::EXIT_DRIVER_ERROR
+            Err(CliError::Reported(report::EXIT_DRIVER_ERROR))
         }
     }
 }
@@ -194,16 +246,16 @@ fn allocator_check(index: u32, free_now: u64, context: u64, quick: bool, simulat
         ));
     };
     let exe = std::env::current_exe().map_err(|e| ProbeError::Driver { call: "allocator check", error: format!("cannot find the probe's own executable: {e}") })?;
-    let check_err = |error: String| ProbeError::Driver { call: "allocator check", error };
+    let check_err = ProbeError::device("allocator check");
     let mut gpu = match simulate {
         Some(_) => None,
         None => Some(cuda::Gpu::open(index)?),
     };
     let _ballast = match gpu.as_mut() {
         Some(g) => {
-            let free = measure::Device::free_bytes(g).map_err(check_err)?;
+            let free = measure::Device::free_bytes(g).map_err(&check_err)?;
             let bytes = free.saturating_sub(target).saturating_sub(context);
-            Some(alloc_check::take_ballast(g, bytes).map_err(check_err)?)
+            Some(alloc_check::take_ballast(g, bytes).map_err(&check_err)?)
         }
         None => None,
     };
@@ -211,7 +263,7 @@ fn allocator_check(index: u32, free_now: u64, context: u64, quick: bool, simulat
     let mut cases = Vec::new();
     for (i, (trace, config)) in all.iter().enumerate() {
         if measure::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(ProbeError::Driver { call: "allocator check", error: measure::INTERRUPTED_MSG.to_string() });
+            return Err(ProbeError::Interrupted);
         }
         progress(&format!("the allocator check {}/{} ({trace}, {config})", i + 1, all.len()));
         let mut cmd = std::process::Command::new(&exe);
@@ -221,7 +273,7 @@ fn allocator_check(index: u32, free_now: u64, context: u64, quick: bool, simulat
         }
         let out = cmd.output().map_err(|e| ProbeError::Driver { call: "allocator check", error: format!("cannot start {}: {e}", exe.display()) })?;
         if out.status.code() == Some(i32::from(report::EXIT_INTERRUPTED)) {
-            return Err(ProbeError::Driver { call: "allocator check", error: measure::INTERRUPTED_MSG.to_string() });
+            return Err(ProbeError::Interrupted);
         }
         let case: report::AllocCase = match serde_json::from_slice(&out.stdout) {
             Ok(c) if out.status.success() => c,
@@ -256,33 +308,15 @@ fn driver_model_note(model: &str) -> String {
     }
 }
 
-fn measure_and_report(args: &RunArgs) -> u8 {
+fn measure_and_report(args: &RunArgs) -> Result<(), CliError> {
     let backend = match &args.simulate {
-        Some(spec) => match sim::parse_specs(spec) {
-            Ok(s) => Backend::Sim(s),
-            Err(e) => {
-                eprintln!("probe: {e}");
-                return report::EXIT_USAGE;
-            }
-        },
+        Some(spec) => Backend::Sim(sim::parse_specs(spec).map_err(CliError::Usage)?),
         None => Backend::Cuda,
     };
-    let url = match args.submit.as_deref().map(submit::endpoint).transpose() {
-        Ok(u) => u,
-        Err(e) => {
-            eprintln!("probe: --submit: {e}");
-            return report::EXIT_USAGE;
-        }
-    };
+    let url = args.submit.as_deref().map(submit::endpoint).transpose().map_err(|e| CliError::Usage(format!("--submit: {e}")))?;
     install_ctrl_c();
     let indices: Vec<u32> = if args.all {
-        match backend.count() {
-            Ok(n) => (0..n).collect(),
-            Err(e) => {
-                eprintln!("probe: {e}");
-                return e.exit_code();
-            }
-        }
+        (0..backend.count()?).collect()
     } else {
         vec![args.device.unwrap_or(0)]
     };
@@ -308,10 +342,7 @@ fn measure_and_report(args: &RunArgs) -> u8 {
         });
         match measured {
             Ok(r) => reports.push(r),
-            Err(e) if e.is_interrupt() => {
-                eprintln!("probe: interrupted; every allocation it made has been freed");
-                return report::EXIT_INTERRUPTED;
-            }
+            Err(ProbeError::Interrupted) => return Err(ProbeError::Interrupted.into()),
             Err(e) => {
                 eprintln!("probe: {e}");
                 code = e.exit_code();
@@ -324,21 +355,17 @@ fn measure_and_report(args: &RunArgs) -> u8 {
         // The document must match the committed schema (the ingest service checks the same file).
         let problems = schema::validate_report(&v);
         if !problems.is_empty() {
-            eprintln!("probe: internal error, the report does not match report.schema.json: {}", problems.join("; "));
-            return report::EXIT_IO;
+            return Err(CliError::Io(format!("internal error, the report does not match report.schema.json: {}", problems.join("; "))));
         }
         values.push(v);
     }
     if values.is_empty() {
-        return code;
+        return CliError::from_code(code);
     }
     let doc = if args.all { serde_json::Value::Array(values.clone()) } else { values[0].clone() };
     let json = serde_json::to_string_pretty(&doc).expect("JSON");
     if let Some(path) = &args.out {
-        if let Err(e) = std::fs::write(path, format!("{json}\n")) {
-            eprintln!("probe: cannot write {}: {e}", path.display());
-            return report::EXIT_IO;
-        }
+        std::fs::write(path, format!("{json}\n")).map_err(|e| CliError::Io(format!("cannot write {}: {e}", path.display())))?;
     }
     if args.json {
         println!("{json}");
@@ -353,27 +380,17 @@ fn measure_and_report(args: &RunArgs) -> u8 {
     if let Some(url) = url {
         let bodies: Vec<(u32, String)> =
             reports.iter().zip(&values).map(|(r, v)| (r.device.index as u32, serde_json::to_string_pretty(v).expect("JSON"))).collect();
-        let sent = submit_all(&bodies, &url, args.yes);
-        if sent != 0 {
-            return sent;
-        }
+        submit_all(&bodies, &url, args.yes)?;
     }
-    code
+    CliError::from_code(code)
 }
 
-/// Asks once for all documents, then posts each; returns an exit code (0 when all were stored).
-fn submit_all(bodies: &[(u32, String)], url: &str, yes: bool) -> u8 {
+/// Asks once for all documents, then posts each (each outcome said as it comes).
+fn submit_all(bodies: &[(u32, String)], url: &str, yes: bool) -> Result<(), CliError> {
     let docs: Vec<String> = bodies.iter().map(|(_, b)| b.clone()).collect();
-    match submit::consent(&docs, url, yes) {
-        Ok(true) => {}
-        Ok(false) => {
-            eprintln!("probe: not sent");
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("probe: {e}");
-            return report::EXIT_USAGE;
-        }
+    if !submit::consent(&docs, url, yes).map_err(CliError::Usage)? {
+        eprintln!("probe: not sent");
+        return Ok(());
     }
     let mut code = 0;
     for (index, body) in bodies {
@@ -412,32 +429,14 @@ fn submit_all(bodies: &[(u32, String)], url: &str, yes: bool) -> u8 {
             submit::Outcome::Failed(e) => code = keep(&format!("could not send to {url}: {}", submit::one_line(&e))),
         }
     }
-    code
+    CliError::from_code(code)
 }
 
 /// `probe send FILE`: validates a saved report (or array of reports) and submits it.
-fn send_file(file: &std::path::Path, to: &str, yes: bool) -> u8 {
-    let url = match submit::endpoint(to) {
-        Ok(u) => u,
-        Err(e) => {
-            eprintln!("probe: --to: {e}");
-            return report::EXIT_USAGE;
-        }
-    };
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("probe: cannot read {}: {e}", file.display());
-            return report::EXIT_IO;
-        }
-    };
-    let doc: serde_json::Value = match serde_json::from_str(&text) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("probe: {} is not JSON: {e}", file.display());
-            return report::EXIT_IO;
-        }
-    };
+fn send_file(file: &std::path::Path, to: &str, yes: bool) -> Result<(), CliError> {
+    let url = submit::endpoint(to).map_err(|e| CliError::Usage(format!("--to: {e}")))?;
+    let text = std::fs::read_to_string(file).map_err(|e| CliError::Io(format!("cannot read {}: {e}", file.display())))?;
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| CliError::Io(format!("{} is not JSON: {e}", file.display())))?;
     let docs = match doc {
         serde_json::Value::Array(a) => a,
         v => vec![v],
@@ -446,8 +445,7 @@ fn send_file(file: &std::path::Path, to: &str, yes: bool) -> u8 {
     for (i, d) in docs.iter().enumerate() {
         let problems = schema::validate_report(d);
         if !problems.is_empty() {
-            eprintln!("probe: {} (report {i}) is not a probe report: {}", file.display(), problems.join("; "));
-            return report::EXIT_IO;
+            return Err(CliError::Io(format!("{} (report {i}) is not a probe report: {}", file.display(), problems.join("; "))));
         }
         let index = d["device"]["index"].as_u64().unwrap_or(0) as u32;
         bodies.push((index, serde_json::to_string_pretty(d).expect("JSON")));

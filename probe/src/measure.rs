@@ -9,11 +9,38 @@ pub const MIB: u64 = 1 << 20;
 /// Set by Ctrl-C: every loop stops at its next step and the memory it holds is freed.
 pub static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// The error every measurement returns once Ctrl-C was pressed.
-pub const INTERRUPTED_MSG: &str = "interrupted";
+/// Why a measurement on a device stopped.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeviceError {
+    /// Ctrl-C was pressed: the measurement stopped at its next step, after freeing what it held.
+    Interrupted,
+    /// A driver call (or the simulated device) failed: the call and the driver's error.
+    Driver(String),
+}
 
-fn check_interrupt<D: Device + ?Sized>(dev: &D) -> Result<(), String> {
-    if dev.interrupted() { Err(INTERRUPTED_MSG.to_string()) } else { Ok(()) }
+impl std::fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceError::Interrupted => f.write_str("interrupted"),
+            DeviceError::Driver(e) => f.write_str(e),
+        }
+    }
+}
+
+impl From<String> for DeviceError {
+    fn from(e: String) -> DeviceError {
+        DeviceError::Driver(e)
+    }
+}
+
+impl From<&str> for DeviceError {
+    fn from(e: &str) -> DeviceError {
+        DeviceError::Driver(e.to_string())
+    }
+}
+
+fn check_interrupt<D: Device + ?Sized>(dev: &D) -> Result<(), DeviceError> {
+    if dev.interrupted() { Err(DeviceError::Interrupted) } else { Ok(()) }
 }
 
 /// The device as the driver describes it.
@@ -36,47 +63,47 @@ pub struct Alloc {
 /// What the measurements need from a device.
 pub trait Device {
     /// Free bytes as the driver reports them (cuMemGetInfo).
-    fn free_bytes(&mut self) -> Result<u64, String>;
+    fn free_bytes(&mut self) -> Result<u64, DeviceError>;
     /// Allocates `bytes`; `Ok(None)` when the device is out of memory.
-    fn alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, String>;
-    fn free(&mut self, a: Alloc) -> Result<(), String>;
+    fn alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, DeviceError>;
+    fn free(&mut self, a: Alloc) -> Result<(), DeviceError>;
     /// A monotonic clock in nanoseconds (host time; allocation calls are synchronous).
     fn now_ns(&self) -> u64;
 
     /// What the driver says about the device (the raw UUID stays on this machine: it is only hashed).
-    fn identity(&mut self) -> Result<Identity, String>;
+    fn identity(&mut self) -> Result<Identity, DeviceError>;
     /// `cuDeviceTotalMem`.
-    fn total_bytes(&mut self) -> Result<u64, String>;
+    fn total_bytes(&mut self) -> Result<u64, DeviceError>;
     /// The drop in free memory when one more context is created on the device (then destroyed).
-    fn context_bytes(&mut self) -> Result<u64, String>;
+    fn context_bytes(&mut self) -> Result<u64, DeviceError>;
     /// Copy bandwidth in GB/s over `bytes`, best of `reps` timed with CUDA events.
-    fn bandwidth(&mut self, bytes: u64, reps: usize) -> Result<crate::report::Bandwidth, String>;
+    fn bandwidth(&mut self, bytes: u64, reps: usize) -> Result<crate::report::Bandwidth, DeviceError>;
 
     /// Stream-ordered pool: prepare the device's default pool so that freed memory stays in it
     /// (release threshold raised); returns the threshold set.
-    fn pool_prepare(&mut self) -> Result<u64, String>;
+    fn pool_prepare(&mut self) -> Result<u64, DeviceError>;
     /// `cuMemAllocAsync` on a stream, then a stream synchronize; `Ok(None)` when out of memory.
-    fn pool_alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, String>;
+    fn pool_alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, DeviceError>;
     /// `cuMemFreeAsync`, then a stream synchronize.
-    fn pool_free(&mut self, a: Alloc) -> Result<(), String>;
+    fn pool_free(&mut self, a: Alloc) -> Result<(), DeviceError>;
     /// Gives everything the pool keeps back to the device (`cuMemPoolTrimTo(0)`), keeping the
     /// raised threshold.
-    fn pool_trim(&mut self) -> Result<(), String>;
+    fn pool_trim(&mut self) -> Result<(), DeviceError>;
     /// Trims the pool and restores its release threshold.
-    fn pool_release(&mut self) -> Result<(), String>;
+    fn pool_release(&mut self) -> Result<(), DeviceError>;
 
     /// Virtual memory management: (minimum, recommended) allocation granularity.
-    fn vmm_granularity(&mut self) -> Result<(u64, u64), String>;
+    fn vmm_granularity(&mut self) -> Result<(u64, u64), DeviceError>;
     /// `cuMemCreate` of physical memory; `Ok(None)` when out of memory.
-    fn vmm_create(&mut self, bytes: u64) -> Result<Option<u64>, String>;
-    fn vmm_release(&mut self, handle: u64) -> Result<(), String>;
+    fn vmm_create(&mut self, bytes: u64) -> Result<Option<u64>, DeviceError>;
+    fn vmm_release(&mut self, handle: u64) -> Result<(), DeviceError>;
     /// `cuMemAddressReserve` of a virtual range.
-    fn vmm_reserve(&mut self, bytes: u64) -> Result<u64, String>;
-    fn vmm_free_range(&mut self, va: u64, bytes: u64) -> Result<(), String>;
-    fn vmm_map(&mut self, va: u64, bytes: u64, handle: u64) -> Result<(), String>;
+    fn vmm_reserve(&mut self, bytes: u64) -> Result<u64, DeviceError>;
+    fn vmm_free_range(&mut self, va: u64, bytes: u64) -> Result<(), DeviceError>;
+    fn vmm_map(&mut self, va: u64, bytes: u64, handle: u64) -> Result<(), DeviceError>;
     /// `cuMemSetAccess` read/write for this device.
-    fn vmm_access(&mut self, va: u64, bytes: u64) -> Result<(), String>;
-    fn vmm_unmap(&mut self, va: u64, bytes: u64) -> Result<(), String>;
+    fn vmm_access(&mut self, va: u64, bytes: u64) -> Result<(), DeviceError>;
+    fn vmm_unmap(&mut self, va: u64, bytes: u64) -> Result<(), DeviceError>;
     /// Whether the user asked to stop (Ctrl-C).
     fn interrupted(&self) -> bool {
         INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
@@ -96,7 +123,7 @@ impl<'a, D: Device> Held<'a, D> {
             allocs: Vec::new(),
         }
     }
-    pub fn alloc(&mut self, bytes: u64) -> Result<bool, String> {
+    pub fn alloc(&mut self, bytes: u64) -> Result<bool, DeviceError> {
         check_interrupt(&*self.dev)?;
         match self.dev.alloc(bytes)? {
             Some(a) => {
@@ -106,7 +133,7 @@ impl<'a, D: Device> Held<'a, D> {
             None => Ok(false),
         }
     }
-    pub fn free_at(&mut self, i: usize) -> Result<(), String> {
+    pub fn free_at(&mut self, i: usize) -> Result<(), DeviceError> {
         let a = self.allocs.remove(i);
         self.dev.free(a)
     }
@@ -119,7 +146,7 @@ impl<'a, D: Device> Held<'a, D> {
     pub fn device(&mut self) -> &mut D {
         self.dev
     }
-    pub fn release(&mut self) -> Result<(), String> {
+    pub fn release(&mut self) -> Result<(), DeviceError> {
         let mut first_err = None;
         for a in self.allocs.drain(..) {
             if let Err(e) = self.dev.free(a) {
@@ -138,7 +165,7 @@ impl<D: Device> Drop for Held<'_, D> {
 
 /// The largest single allocation, found by bisection between 0 and the free memory, to
 /// `granularity` bytes. Every successful probe allocation is freed at once.
-pub fn largest_allocation<D: Device>(dev: &mut D, granularity: u64) -> Result<u64, String> {
+pub fn largest_allocation<D: Device>(dev: &mut D, granularity: u64) -> Result<u64, DeviceError> {
     let (mut lo, mut hi) = (0u64, dev.free_bytes()? / granularity + 1);
     while hi - lo > 1 {
         check_interrupt(dev)?;
@@ -156,7 +183,7 @@ pub fn largest_allocation<D: Device>(dev: &mut D, granularity: u64) -> Result<u6
 
 /// How much this process can allocate in total: chunks of `chunk` bytes until the device refuses,
 /// then halving chunks down to `min_chunk`; everything is freed before returning.
-pub fn usable_capacity<D: Device>(dev: &mut D, chunk: u64, min_chunk: u64) -> Result<u64, String> {
+pub fn usable_capacity<D: Device>(dev: &mut D, chunk: u64, min_chunk: u64) -> Result<u64, DeviceError> {
     let mut held = Held::new(dev);
     let mut size = chunk;
     while size >= min_chunk {
@@ -180,7 +207,7 @@ pub fn alloc_latency<D: Device>(
     dev: &mut D,
     sizes: &[u64],
     reps: usize,
-) -> Result<Vec<Latency>, String> {
+) -> Result<Vec<Latency>, DeviceError> {
     let mut out = Vec::new();
     for &bytes in sizes {
         let (mut a_us, mut f_us) = (Vec::new(), Vec::new());
@@ -215,7 +242,7 @@ pub fn fragmentation<D: Device>(
     block: u64,
     fill: f64,
     granularity: u64,
-) -> Result<Fragmentation, String> {
+) -> Result<Fragmentation, DeviceError> {
     let target = (dev.free_bytes()? as f64 * fill) as u64;
     let mut held = Held::new(dev);
     while held.held_bytes() + block <= target && held.alloc(block)? {}
@@ -243,7 +270,7 @@ pub fn fragmentation<D: Device>(
 /// Stream-ordered allocation from the default pool: for each size, a cold request (the pool grows,
 /// then is trimmed back) and a warm one (the block just freed is reused). The pool is emptied and
 /// its threshold restored on every path.
-pub fn pool_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result<(u64, Vec<AllocAsync>), String> {
+pub fn pool_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result<(u64, Vec<AllocAsync>), DeviceError> {
     let threshold = dev.pool_prepare()?;
     let out = (|| {
         let mut out = Vec::new();
@@ -269,7 +296,7 @@ pub fn pool_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Resul
                 out.push(AllocAsync { bytes, first_us: median(&mut first), reuse_us: median(&mut reuse), free_us: median(&mut free), samples });
             }
         }
-        Ok::<_, String>(out)
+        Ok::<_, DeviceError>(out)
     })();
     let released = dev.pool_release();
     let out = out?;
@@ -280,7 +307,7 @@ pub fn pool_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Resul
 
 /// One full virtual-memory cycle per sample (create, reserve, map, set access, unmap, release),
 /// each step timed; sizes are rounded up to the granularity; every step is undone on every path.
-pub fn vmm_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result<(u64, u64, Vec<VmmMap>), String> {
+pub fn vmm_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result<(u64, u64, Vec<VmmMap>), DeviceError> {
     let (gran, rec) = dev.vmm_granularity()?;
     let mut out = Vec::new();
     for &want in sizes {
@@ -305,7 +332,7 @@ pub fn vmm_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result
                 let freed = dev.vmm_free_range(va, bytes);
                 let [c3, c4, c5] = mapped?;
                 freed?;
-                Ok::<_, String>([c2, c3, c4, c5])
+                Ok::<_, DeviceError>([c2, c3, c4, c5])
             })();
             let released = dev.vmm_release(h);
             let c6 = dev.now_ns();
@@ -410,11 +437,11 @@ mod interrupt_tests {
         let mut held = Held::new(&mut d);
         assert!(held.alloc(MIB).unwrap());
         held.device().stop = true;
-        assert_eq!(held.alloc(MIB).unwrap_err(), INTERRUPTED_MSG);
+        assert_eq!(held.alloc(MIB).unwrap_err(), DeviceError::Interrupted);
         drop(held);
         assert_eq!(d.used_bytes(), 0);
-        assert_eq!(usable_capacity(&mut d, 512 * MIB, 2 * MIB).unwrap_err(), INTERRUPTED_MSG);
-        assert_eq!(largest_allocation(&mut d, 64 * MIB).unwrap_err(), INTERRUPTED_MSG);
+        assert_eq!(usable_capacity(&mut d, 512 * MIB, 2 * MIB).unwrap_err(), DeviceError::Interrupted);
+        assert_eq!(largest_allocation(&mut d, 64 * MIB).unwrap_err(), DeviceError::Interrupted);
         assert_eq!(d.used_bytes(), 0);
     }
 }

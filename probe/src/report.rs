@@ -33,16 +33,22 @@ pub enum ProbeError {
     Mig { index: u32, name: String },
     Busy { index: u32, detail: String },
     Driver { call: &'static str, error: String },
+    /// Ctrl-C: what the probe held has been freed.
+    Interrupted,
 }
 
 impl ProbeError {
-    pub fn is_interrupt(&self) -> bool {
-        matches!(self, ProbeError::Driver { error, .. } if error == crate::measure::INTERRUPTED_MSG)
+    /// A device's error during step `call`: Ctrl-C stays an interruption, a driver failure names
+    /// the step.
+    pub fn device(call: &'static str) -> impl Fn(crate::measure::DeviceError) -> ProbeError {
+        move |e| match e {
+            crate::measure::DeviceError::Interrupted => ProbeError::Interrupted,
+            crate::measure::DeviceError::Driver(error) => ProbeError::Driver { call, error },
+        }
     }
 
     pub fn exit_code(&self) -> u8 {
         match self {
-            _ if self.is_interrupt() => EXIT_INTERRUPTED,
             ProbeError::NoDriver => EXIT_NO_DRIVER,
             ProbeError::NoGpu => EXIT_NO_GPU,
             ProbeError::BadDevice { .. } => EXIT_BAD_DEVICE,
@@ -50,6 +56,7 @@ impl ProbeError {
             ProbeError::Mig { .. } => EXIT_MIG,
             ProbeError::Busy { .. } => EXIT_BUSY,
             ProbeError::Driver { .. } => EXIT_DRIVER_ERROR,
+            ProbeError::Interrupted => EXIT_INTERRUPTED,
         }
     }
 }
@@ -82,6 +89,7 @@ impl fmt::Display for ProbeError {
                 "GPU #{index} is busy: the driver refused a new context ({detail}); it is in exclusive or prohibited compute mode and in use, so try again when it is free"
             ),
             ProbeError::Driver { call, error } => write!(f, "the CUDA driver failed in {call}: {error}"),
+            ProbeError::Interrupted => write!(f, "interrupted; every allocation it made has been freed"),
         }
     }
 }

@@ -7,7 +7,7 @@
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
-use crate::measure::{Alloc, Device, Identity, MIB};
+use crate::measure::{Alloc, Device, DeviceError, Identity, MIB};
 use crate::report::Bandwidth;
 
 const GIB: u64 = 1 << 30;
@@ -128,7 +128,7 @@ impl SimDevice {
         None
     }
 
-    fn give(&mut self, ptr: u64) -> Result<(), String> {
+    fn give(&mut self, ptr: u64) -> Result<(), DeviceError> {
         let i = self.used.iter().position(|&(s, _)| s == ptr).ok_or("free of an unknown pointer")?;
         self.used.remove(i);
         Ok(())
@@ -136,7 +136,7 @@ impl SimDevice {
 }
 
 impl Device for SimDevice {
-    fn identity(&mut self) -> Result<Identity, String> {
+    fn identity(&mut self) -> Result<Identity, DeviceError> {
         Ok(Identity {
             name: self.name.clone(),
             compute_capability: "8.6".into(),
@@ -145,13 +145,13 @@ impl Device for SimDevice {
             uuid: (0..16).map(|i| i as u8 ^ self.index as u8).collect(),
         })
     }
-    fn total_bytes(&mut self) -> Result<u64, String> {
+    fn total_bytes(&mut self) -> Result<u64, DeviceError> {
         Ok(self.capacity)
     }
-    fn context_bytes(&mut self) -> Result<u64, String> {
+    fn context_bytes(&mut self) -> Result<u64, DeviceError> {
         Ok(300 * MIB)
     }
-    fn bandwidth(&mut self, bytes: u64, _reps: usize) -> Result<Bandwidth, String> {
+    fn bandwidth(&mut self, bytes: u64, _reps: usize) -> Result<Bandwidth, DeviceError> {
         Ok(Bandwidth {
             bytes,
             h2d_pinned_gbs: 24.0,
@@ -161,17 +161,17 @@ impl Device for SimDevice {
             d2d_gbs: 300.0,
         })
     }
-    fn free_bytes(&mut self) -> Result<u64, String> {
+    fn free_bytes(&mut self) -> Result<u64, DeviceError> {
         Ok(self.capacity - self.used.iter().map(|(_, l)| l).sum::<u64>())
     }
-    fn alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, String> {
+    fn alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, DeviceError> {
         self.alloc_calls += 1;
         if bytes == 0 {
             return Err("zero-byte allocation".into());
         }
         Ok(self.take(bytes).map(|ptr| Alloc { ptr, bytes }))
     }
-    fn free(&mut self, a: Alloc) -> Result<(), String> {
+    fn free(&mut self, a: Alloc) -> Result<(), DeviceError> {
         self.free_calls += 1;
         self.give(a.ptr)
     }
@@ -184,11 +184,11 @@ impl Device for SimDevice {
         self.clock.get()
     }
 
-    fn pool_prepare(&mut self) -> Result<u64, String> {
+    fn pool_prepare(&mut self) -> Result<u64, DeviceError> {
         self.pool_threshold = u64::MAX;
         Ok(self.pool_threshold)
     }
-    fn pool_alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, String> {
+    fn pool_alloc(&mut self, bytes: u64) -> Result<Option<Alloc>, DeviceError> {
         let len = bytes.div_ceil(2 * MIB) * 2 * MIB;
         if let Some(i) = self.pool.iter().position(|&(_, l)| l == len) {
             let (ptr, _) = self.pool.remove(i);
@@ -197,31 +197,31 @@ impl Device for SimDevice {
         }
         self.alloc(bytes)
     }
-    fn pool_free(&mut self, a: Alloc) -> Result<(), String> {
+    fn pool_free(&mut self, a: Alloc) -> Result<(), DeviceError> {
         if self.pool_threshold == 0 {
             return self.free(a);
         }
         self.pool.push((a.ptr, a.bytes.div_ceil(2 * MIB) * 2 * MIB));
         Ok(())
     }
-    fn pool_trim(&mut self) -> Result<(), String> {
+    fn pool_trim(&mut self) -> Result<(), DeviceError> {
         for (ptr, _) in std::mem::take(&mut self.pool) {
             self.give(ptr)?;
         }
         Ok(())
     }
-    fn pool_release(&mut self) -> Result<(), String> {
+    fn pool_release(&mut self) -> Result<(), DeviceError> {
         self.pool_trim()?;
         self.pool_threshold = 0;
         Ok(())
     }
 
-    fn vmm_granularity(&mut self) -> Result<(u64, u64), String> {
+    fn vmm_granularity(&mut self) -> Result<(u64, u64), DeviceError> {
         Ok((2 * MIB, 2 * MIB))
     }
-    fn vmm_create(&mut self, bytes: u64) -> Result<Option<u64>, String> {
+    fn vmm_create(&mut self, bytes: u64) -> Result<Option<u64>, DeviceError> {
         if bytes % (2 * MIB) != 0 {
-            return Err(format!("cuMemCreate({bytes}): not a multiple of the granularity"));
+            return Err(format!("cuMemCreate({bytes}): not a multiple of the granularity").into());
         }
         Ok(self.take(bytes).map(|ptr| {
             let h = self.handles.keys().next_back().map_or(1, |k| k + 1);
@@ -229,20 +229,20 @@ impl Device for SimDevice {
             h
         }))
     }
-    fn vmm_release(&mut self, handle: u64) -> Result<(), String> {
+    fn vmm_release(&mut self, handle: u64) -> Result<(), DeviceError> {
         if self.maps.values().any(|&(_, h)| h == handle) {
             return Err("cuMemRelease of a mapped handle".into());
         }
         let (ptr, _) = self.handles.remove(&handle).ok_or("cuMemRelease of an unknown handle")?;
         self.give(ptr)
     }
-    fn vmm_reserve(&mut self, bytes: u64) -> Result<u64, String> {
+    fn vmm_reserve(&mut self, bytes: u64) -> Result<u64, DeviceError> {
         let va = self.next_va;
         self.next_va += bytes;
         self.ranges.insert(va, bytes);
         Ok(va)
     }
-    fn vmm_free_range(&mut self, va: u64, bytes: u64) -> Result<(), String> {
+    fn vmm_free_range(&mut self, va: u64, bytes: u64) -> Result<(), DeviceError> {
         if self.ranges.get(&va) != Some(&bytes) {
             return Err("cuMemAddressFree of an unknown range".into());
         }
@@ -252,7 +252,7 @@ impl Device for SimDevice {
         self.ranges.remove(&va);
         Ok(())
     }
-    fn vmm_map(&mut self, va: u64, bytes: u64, handle: u64) -> Result<(), String> {
+    fn vmm_map(&mut self, va: u64, bytes: u64, handle: u64) -> Result<(), DeviceError> {
         match self.handles.get(&handle) {
             Some(&(_, len)) if len == bytes => {}
             Some(_) => return Err("cuMemMap of a size other than the handle's".into()),
@@ -266,7 +266,7 @@ impl Device for SimDevice {
         self.maps.insert(va, (bytes, handle));
         Ok(())
     }
-    fn vmm_access(&mut self, va: u64, bytes: u64) -> Result<(), String> {
+    fn vmm_access(&mut self, va: u64, bytes: u64) -> Result<(), DeviceError> {
         // every byte of the range mapped
         let mut at = va;
         for (&s, &(l, _)) in self.maps.range(va..va + bytes) {
@@ -277,7 +277,7 @@ impl Device for SimDevice {
         }
         if at >= va + bytes { Ok(()) } else { Err("cuMemSetAccess on an unmapped range".into()) }
     }
-    fn vmm_unmap(&mut self, va: u64, bytes: u64) -> Result<(), String> {
+    fn vmm_unmap(&mut self, va: u64, bytes: u64) -> Result<(), DeviceError> {
         let inside: Vec<u64> = self.maps.range(va..va + bytes).map(|(&s, _)| s).collect();
         if inside.is_empty() || inside.iter().any(|s| s + self.maps[s].0 > va + bytes) {
             return Err("cuMemUnmap of an unmapped range".into());

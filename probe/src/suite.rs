@@ -9,8 +9,8 @@ use crate::report::*;
 /// Below this much free memory the probe refuses to start (its copy buffers alone need 256 MiB).
 pub const MIN_FREE_BYTES: u64 = 384 * MIB;
 
-fn step(e: String) -> ProbeError {
-    ProbeError::Driver { call: "measurement", error: e }
+fn step(e: DeviceError) -> ProbeError {
+    ProbeError::device("measurement")(e)
 }
 
 /// Runs every measurement on `dev` (device number `index`) and returns the report. Checks first
@@ -140,9 +140,9 @@ mod tests {
         assert!(pool_latency(&mut d, &[2 << 20], 3).is_ok());
         assert_eq!(d.used_bytes(), 0);
         d.stop = true;
-        assert_eq!(pool_latency(&mut d, &[2 << 20], 3).unwrap_err(), INTERRUPTED_MSG);
+        assert_eq!(pool_latency(&mut d, &[2 << 20], 3).unwrap_err(), DeviceError::Interrupted);
         assert_eq!(d.used_bytes(), 0);
-        assert_eq!(vmm_latency(&mut d, &[2 << 20], 3).unwrap_err(), INTERRUPTED_MSG);
+        assert_eq!(vmm_latency(&mut d, &[2 << 20], 3).unwrap_err(), DeviceError::Interrupted);
         assert_eq!(d.used_bytes(), 0);
     }
 
