@@ -81,3 +81,23 @@ mod tests {
         assert_eq!(Route::parse("/en/nope/"), None);
     }
 }
+
+static SITE_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the site's public address, once, at the prerenderer's start (its `HEADROOM_SITE_URL`).
+pub fn set_site_url(url: &str) {
+    let _ = SITE_URL.set(url.trim_end_matches('/').to_string());
+}
+
+/// The one site address every absolute link uses (canonical links, og:url, hreflang alternates,
+/// cite snippets): the page's own origin in the browser, the configured address when
+/// prerendering.
+pub fn site_url() -> String {
+    #[cfg(feature = "csr")]
+    {
+        if let Some(origin) = web_sys::window().and_then(|w| w.location().origin().ok()) {
+            return origin;
+        }
+    }
+    SITE_URL.get().cloned().unwrap_or_else(|| "http://127.0.0.1:8080".into())
+}

@@ -20,13 +20,8 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-/// The site's public address (`HEADROOM_SITE_URL`), set once in `main`: canonical links, og:url,
-/// hreflang alternates and the cite snippets all come from it.
-static SITE_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-fn site_url() -> String {
-    SITE_URL.get().cloned().unwrap_or_default()
-}
+// The site's public address (`HEADROOM_SITE_URL`), set once in `main`.
+use headroom_site::routes::site_url;
 
 /// Whether an address points at this machine (a build for the public site must not).
 fn is_loopback(url: &str) -> bool {
@@ -220,8 +215,7 @@ fn main() {
         eprintln!("prerender: HEADROOM_SITE_URL `{url}` points at this machine; a public build needs the public address (or pass --local)");
         std::process::exit(2);
     }
-    SITE_URL.set(url.clone()).expect("set once");
-    headroom_site::pages::claims::set_site_url(&url);
+    headroom_site::routes::set_site_url(&url);
     let files = headroom_core::files::read_tree(&data).unwrap_or_else(|e| {
         eprintln!("prerender: {e}");
         std::process::exit(1);

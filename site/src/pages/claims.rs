@@ -7,30 +7,11 @@ use leptos::prelude::*;
 use crate::routes::Route;
 use crate::ui::{breakable, source_kind_key, title_text, topic_label, ClaimRef, Data, VerdictBadge};
 
-static SITE_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Sets the site's public address for the prerenderer (its `HEADROOM_SITE_URL`).
-pub fn set_site_url(url: &str) {
-    let _ = SITE_URL.set(url.trim_end_matches('/').to_string());
-}
-
-/// The site's address for permalinks: the page's own origin in the browser, the prerenderer's
-/// configured address when prerendering.
-pub fn site_url() -> String {
-    #[cfg(feature = "csr")]
-    {
-        if let Some(origin) = web_sys::window().and_then(|w| w.location().origin().ok()) {
-            return origin;
-        }
-    }
-    SITE_URL.get().cloned().unwrap_or_else(|| "http://127.0.0.1:8080".into())
-}
-
 /// Markdown, BBCode and plain-text citations of a claim. Each leads with the verdict and quotes
 /// what was said, then (contradicted) what is true or (qualified) the condition, so a snippet
 /// pasted alone cannot be read as an endorsement of a wrong statement.
 pub fn citations(c: &Claim, lang: Lang) -> [(headroom_i18n::Key, String); 3] {
-    let url = format!("{}{}", site_url(), Route::Claim(c.id.clone()).path(lang));
+    let url = format!("{}{}", crate::routes::site_url(), Route::Claim(c.id.clone()).path(lang));
     let verdict = t(lang, crate::ui::verdict_key(c.verdict));
     let said = c.statement.get(lang);
     let body = |v: &str| match crate::ui::truth(c, lang) {
