@@ -57,17 +57,8 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
 }
 
 fn constant(name: &str) -> Option<f64> {
-    Some(match name {
-        "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "TB" => 1e12,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    })
+    // Unit names are the expression's constants (`params(...) * 2 / GiB`); plain bytes are not.
+    crate::units::bytes_per(name).filter(|_| name != "B" && name != "kB")
 }
 
 struct Parser<'a> {

@@ -44,6 +44,7 @@ pub mod lang;
 pub mod messages;
 pub mod model;
 pub mod report;
+pub mod units;
 pub mod modelfile;
 
 #[cfg(feature = "toml")]

@@ -24,8 +24,7 @@ pub use workload::*;
 
 use crate::{Dataset, Quant};
 
-pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
-pub const MIB: f64 = 1024.0 * 1024.0;
+pub use crate::units::{GIB, MIB};
 
 /// One line of the breakdown.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -365,16 +364,8 @@ pub(crate) fn claim_number(ds: &Dataset, id: &str) -> Result<f64, String> {
         .number
         .or(v.max)
         .ok_or_else(|| format!("claim `{id}` has no number"))?;
-    Ok(match v.unit.as_str() {
-        "B" => n,
-        "KB" => n * 1e3,
-        "MB" => n * 1e6,
-        "GB" => n * 1e9,
-        "KiB" => n * 1024.0,
-        "MiB" => n * MIB,
-        "GiB" => n * GIB,
-        _ => n,
-    })
+    // Sizes in bytes; other units (counts, shares, bytes per parameter) as they are.
+    Ok(n * crate::units::bytes_per(&v.unit).unwrap_or(1.0))
 }
 
 pub(crate) fn quant<'a>(ds: &'a Dataset, id: &str, field: &str) -> Result<&'a Quant, String> {
@@ -737,13 +728,9 @@ impl Card {
                 (g.name.clone(), gpu_bytes(g) as f64)
             }
             None => {
-                let (num, mult, unit) = if let Some(n) = spec.strip_suffix("GiB") {
-                    (n, GIB, "GiB")
-                } else if let Some(n) = spec.strip_suffix("GB") {
-                    (n, 1e9, "GB")
-                } else {
-                    (spec, GIB, "GiB")
-                };
+                // A size in GiB or GB (a bare number is GiB).
+                let (num, unit) = ["GiB", "GB"].iter().find_map(|u| spec.strip_suffix(u).map(|n| (n, *u))).unwrap_or((spec, "GiB"));
+                let mult = crate::units::bytes_per(unit).expect("a size unit");
                 match crate::format::parse_decimal(num) {
                     Some(x) if x > 0.0 && x <= 4096.0 => (format!("{} {unit}", num.trim()), x * mult),
                     _ => return Err(crate::messages::say("card-unknown", &[("spec", spec)])),
