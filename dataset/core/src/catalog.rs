@@ -321,12 +321,39 @@ pub struct Component {
     pub source: Source,
 }
 
+/// A diffusion model's family: what the engine's per-architecture measurements and the pipelines'
+/// defaults (size, frames, guidance, joint text tokens, allocator headroom) are keyed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffusionFamily {
+    /// Stable Diffusion 1.x (UNet).
+    Sd15,
+    /// Stable Diffusion XL (UNet).
+    Sdxl,
+    /// Stable Diffusion 3.x (MMDiT).
+    Sd3,
+    /// FLUX.1 (rectified-flow transformer, guidance-distilled).
+    Flux,
+    /// Wan 2.x (video DiT).
+    Wan,
+    /// HunyuanVideo (video transformer, guidance-distilled).
+    HunyuanVideo,
+}
+crate::string_enum!(DiffusionFamily { Sd15 = "sd15", Sdxl = "sdxl", Sd3 = "sd3", Flux = "flux", Wan = "wan", HunyuanVideo = "hunyuanvideo" });
+
+impl DiffusionFamily {
+    /// UNet denoisers (their working set is measured per pixel, not per token).
+    pub fn is_unet(self) -> bool {
+        matches!(self, DiffusionFamily::Sd15 | DiffusionFamily::Sdxl)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Diffusion {
     pub id: String,
     pub name: String,
     pub modality: Modality,
+    pub family: DiffusionFamily,
     pub latent_channels: u32,
     pub spatial_compression: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]

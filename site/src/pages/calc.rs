@@ -412,7 +412,7 @@ fn set_field(ds: &headroom_core::Dataset, s: &mut State, field: &str, value: Val
             s.insert("height".into(), json!(h));
             s.insert(
                 "cfg".into(),
-                json!(headroom_core::fit::diffusion::default_cfg(&m.id)),
+                json!(headroom_core::fit::diffusion::default_cfg(m.family)),
             );
             if m.modality == Modality::Video {
                 s.insert(

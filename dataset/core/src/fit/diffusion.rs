@@ -2,62 +2,47 @@
 //! text encoders; offload, block swap and tiled decoding change what is resident.
 
 use super::*;
-use crate::{Diffusion as Model, Modality};
+use crate::{Diffusion as Model, DiffusionFamily as Family, Modality};
 
-/// Text tokens that join the image tokens in the denoiser's joint attention (MMDiT-style models);
+/// Text tokens that join the image tokens in a diffusion transformer's attention (MMDiT-style
+/// models), by the pipeline's default prompt length (claims `fit-default-text-tokens-*`);
 /// cross-attention models (UNets, Wan) keep them apart.
-/// Text tokens that join the image tokens in a diffusion transformer's attention, by the
-/// pipeline's default prompt length (claims `fit-default-text-tokens-*`).
-fn joint_text_tokens(ds: &Dataset, id: &str) -> Result<f64, String> {
-    if id.starts_with("flux") {
-        claim_number(ds, "fit-default-text-tokens-flux")
-    } else if id.starts_with("sd-3.5") {
-        claim_number(ds, "fit-default-text-tokens-sd3")
-    } else if id.starts_with("hunyuanvideo") {
-        claim_number(ds, "fit-default-text-tokens-hunyuanvideo")
-    } else {
-        Ok(0.0)
+fn joint_text_tokens(ds: &Dataset, family: Family) -> Result<f64, String> {
+    match family {
+        Family::Flux => claim_number(ds, "fit-default-text-tokens-flux"),
+        Family::Sd3 => claim_number(ds, "fit-default-text-tokens-sd3"),
+        Family::HunyuanVideo => claim_number(ds, "fit-default-text-tokens-hunyuanvideo"),
+        Family::Sd15 | Family::Sdxl | Family::Wan => Ok(0.0),
     }
 }
 
 /// The claims that give a denoiser's allocator headroom, a base in GiB and a share of its working
 /// set (measured per architecture: SD 1.5 and SDXL for the UNets; FLUX.1, SD 3.5, Wan 2.1 and
 /// HunyuanVideo for the transformers).
-fn headroom_claims(id: &str) -> (Option<&'static str>, Option<&'static str>) {
-    if id == "sd-1.5" {
-        (Some("fit-allocator-headroom-sd15"), None)
-    } else if id == "sdxl" {
-        (Some("fit-allocator-headroom-sdxl"), Some("fit-allocator-headroom-sdxl-share"))
-    } else if id.starts_with("flux") {
-        (Some("fit-allocator-headroom-flux"), Some("fit-allocator-headroom-flux-share"))
-    } else if id.starts_with("sd-3") {
-        (Some("fit-allocator-headroom-sd3"), None)
-    } else if id.starts_with("hunyuan") {
-        (None, Some("fit-allocator-headroom-hunyuanvideo-share"))
-    } else {
-        (Some("fit-allocator-headroom-wan"), Some("fit-allocator-headroom-wan-share"))
+fn headroom_claims(family: Family) -> (Option<&'static str>, Option<&'static str>) {
+    match family {
+        Family::Sd15 => (Some("fit-allocator-headroom-sd15"), None),
+        Family::Sdxl => (Some("fit-allocator-headroom-sdxl"), Some("fit-allocator-headroom-sdxl-share")),
+        Family::Flux => (Some("fit-allocator-headroom-flux"), Some("fit-allocator-headroom-flux-share")),
+        Family::Sd3 => (Some("fit-allocator-headroom-sd3"), None),
+        Family::HunyuanVideo => (None, Some("fit-allocator-headroom-hunyuanvideo-share")),
+        Family::Wan => (Some("fit-allocator-headroom-wan"), Some("fit-allocator-headroom-wan-share")),
     }
 }
 
-fn is_unet(id: &str) -> bool {
-    id == "sd-1.5" || id == "sdxl"
-}
-
 /// Whether the model's pipeline runs classifier-free guidance by default.
-pub fn default_cfg(id: &str) -> bool {
+pub fn default_cfg(family: Family) -> bool {
     // FLUX.1 and HunyuanVideo are guidance-distilled: one denoiser pass per step.
-    !(id.starts_with("flux") || id.starts_with("hunyuanvideo"))
+    !matches!(family, Family::Flux | Family::HunyuanVideo)
 }
 
 /// How the model's diffusers pipeline runs classifier-free guidance: the two predictions as one
 /// batch (true) or one pass after the other (false), with the claim that says so.
-pub fn guidance_batched(id: &str) -> (bool, &'static str) {
-    if is_unet(id) || id.starts_with("sd-3") {
-        (true, "diffusers-cfg-batched-stable-diffusion")
-    } else if id.starts_with("wan") {
-        (false, "diffusers-cfg-sequential-wan")
-    } else {
-        (false, "diffusers-true-cfg-sequential")
+pub fn guidance_batched(family: Family) -> (bool, &'static str) {
+    match family {
+        Family::Sd15 | Family::Sdxl | Family::Sd3 => (true, "diffusers-cfg-batched-stable-diffusion"),
+        Family::Wan => (false, "diffusers-cfg-sequential-wan"),
+        Family::Flux | Family::HunyuanVideo => (false, "diffusers-true-cfg-sequential"),
     }
 }
 
@@ -66,22 +51,22 @@ pub fn guidance_batched(id: &str) -> (bool, &'static str) {
 /// `fit-default-size-*`, `fit-default-width-wan`, `fit-default-height-wan`).
 pub fn native_size(ds: &Dataset, m: &Model) -> Result<(u64, u64), String> {
     let px = |id: &str| claim_number(ds, id).map(|x| x as u64);
-    Ok(match m.id.as_str() {
-        "sd-1.5" => (px("fit-default-size-sd15")?, px("fit-default-size-sd15")?),
-        "hunyuanvideo" => {
+    Ok(match m.family {
+        Family::Sd15 => (px("fit-default-size-sd15")?, px("fit-default-size-sd15")?),
+        Family::HunyuanVideo => {
             let w = px("fit-default-size-hunyuanvideo")?;
             // 16:9, the pipeline's 1280 × 720.
             (w, w * 9 / 16)
         }
-        _ if m.modality == Modality::Video => (px("fit-default-width-wan")?, px("fit-default-height-wan")?),
-        _ => (px("fit-default-size-sdxl")?, px("fit-default-size-sdxl")?),
+        Family::Wan => (px("fit-default-width-wan")?, px("fit-default-height-wan")?),
+        Family::Sdxl | Family::Sd3 | Family::Flux => (px("fit-default-size-sdxl")?, px("fit-default-size-sdxl")?),
     })
 }
 
 /// Frames of a video workload that does not say (claims `fit-default-frames-*`; the Wan default
 /// for the other video models).
 pub fn default_frames(ds: &Dataset, m: &Model) -> Result<u64, String> {
-    let id = if m.id == "hunyuanvideo" { "fit-default-frames-hunyuanvideo" } else { "fit-default-frames-wan" };
+    let id = if m.family == Family::HunyuanVideo { "fit-default-frames-hunyuanvideo" } else { "fit-default-frames-wan" };
     claim_number(ds, id).map(|x| x as u64)
 }
 
@@ -122,8 +107,8 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
     };
     let tc = m.temporal_compression.unwrap_or(1) as u64;
     let latent_frames = ((frames - 1) / tc + 1) as f64;
-    let cfg = d.cfg.unwrap_or_else(|| default_cfg(&m.id));
-    let (batched, guidance_claim) = guidance_batched(&m.id);
+    let cfg = d.cfg.unwrap_or_else(|| default_cfg(m.family));
+    let (batched, guidance_claim) = guidance_batched(m.family);
     let b_eff = (d.batch * if cfg && batched { 2 } else { 1 }) as f64;
     let den_fmt = quant(ds, &d.precision, "precision")?;
     let compute_fmt = if den_fmt.family == crate::QuantFamily::Float { d.precision.clone() } else { "bf16".to_string() };
@@ -150,13 +135,13 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
     // The denoiser's working set for one step.
     let lh = (h / sc) as f64;
     let lw = (w / sc) as f64;
-    let den_act = if is_unet(&m.id) {
-        let per_px = claim_number(ds, if m.id == "sd-1.5" { "fit-unet-sd15-working-set" } else { "fit-unet-sdxl-working-set" })?;
+    let den_act = if m.family.is_unet() {
+        let per_px = claim_number(ds, if m.family == Family::Sd15 { "fit-unet-sd15-working-set" } else { "fit-unet-sdxl-working-set" })?;
         b_eff * lh * lw * per_px * act_bytes / 2.0
     } else {
         let hidden = den.hidden.ok_or_else(|| format!("the catalog lacks the denoiser hidden size of `{}`", m.id))? as f64;
         let p = m.patch_size.unwrap_or(2) as f64;
-        let tokens = latent_frames * (lh / p) * (lw / p) + joint_text_tokens(ds, &m.id)?;
+        let tokens = latent_frames * (lh / p) * (lw / p) + joint_text_tokens(ds, m.family)?;
         b_eff * tokens * claim_number(ds, "fit-dit-working-set")? * hidden * act_bytes
     };
     // Guidance one pass after the other keeps the first prediction (one latent) meanwhile.
@@ -171,10 +156,10 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
     };
     // The working-set claim of the architecture, and the pixels rule for the models it is about.
     let scales = ds.claim("activations-scale-with-pixels").is_some_and(|c| c.models.iter().any(|x| *x == m.id));
-    let mut den_claims: Vec<&str> = match (m.id.as_str(), scales) {
-        ("sd-1.5", _) => vec!["fit-unet-sd15-working-set"],
-        (id, true) if is_unet(id) => vec!["fit-unet-sdxl-working-set", "activations-scale-with-pixels"],
-        (id, false) if is_unet(id) => vec!["fit-unet-sdxl-working-set"],
+    let mut den_claims: Vec<&str> = match (m.family, scales) {
+        (Family::Sd15, _) => vec!["fit-unet-sd15-working-set"],
+        (Family::Sdxl, true) => vec!["fit-unet-sdxl-working-set", "activations-scale-with-pixels"],
+        (Family::Sdxl, false) => vec!["fit-unet-sdxl-working-set"],
         (_, true) => vec!["fit-dit-working-set", "activations-scale-with-pixels"],
         (_, false) => vec!["fit-dit-working-set"],
     };
@@ -244,8 +229,8 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
             };
             found.push(generic.to_string());
         }
-        // The rule that a checkpoint file is not its runtime memory is about SD 1.5 files.
-        if m.id == "sd-1.5" && role == "denoiser" {
+        // The rule that a checkpoint file is not its runtime memory, for the models it names.
+        if role == "denoiser" && ds.claim("checkpoint-file-size-vs-runtime-vram").is_some_and(|c| c.models.iter().any(|x| *x == m.id)) {
             found.push("checkpoint-file-size-vs-runtime-vram".into());
         }
         found
@@ -345,7 +330,7 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
     // The headroom follows the denoiser step (measured per architecture as a share of its working
     // set); a text encode or a VAE decode alone needs none beyond the engine's working set.
     let (base, share) = match d.component {
-        Component::Pipeline | Component::Denoiser => headroom_claims(&m.id),
+        Component::Pipeline | Component::Denoiser => headroom_claims(m.family),
         Component::TextEncoder | Component::VaeDecode => (None, None),
     };
     add_runtime(ds, &mut b, den_act, base, share)?;

@@ -535,7 +535,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 let mut steps = Vec::new();
                 if ds.quant(&te_now).is_some_and(|q| q.bits >= 16.0) && ds.quant("fp8").is_some() {
                     let mut claims = vec!["guide-image-comfyui-fp8-cpu-vae-flags"];
-                    if m.id.starts_with("flux") {
+                    if m.family == crate::DiffusionFamily::Flux {
                         claims.push("flux-t5xxl-16bit-9.5gb-fp8-5gb");
                     }
                     steps.push(step(

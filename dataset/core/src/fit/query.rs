@@ -136,7 +136,7 @@ pub fn complete(ds: &crate::Dataset, s: &State) -> State {
                     out.insert("frames".into(), json!(d.frames.unwrap_or(f)));
                 }
             }
-            out.insert("cfg".into(), json!(d.cfg.unwrap_or_else(|| super::diffusion::default_cfg(&m.id))));
+            out.insert("cfg".into(), json!(d.cfg.unwrap_or_else(|| super::diffusion::default_cfg(m.family))));
         }
     }
     out.retain(|_, v| !v.is_null());

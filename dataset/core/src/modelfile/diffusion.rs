@@ -125,7 +125,7 @@ pub fn recognize_file(ds: &Dataset, file: &ModelFile) -> Result<Recognized, Stri
             }
             let mut r = recognize(ds, &entries_of(file))?;
             r.layout = "comfyui-gguf".into();
-            let want = gguf_arch_of(&r.model);
+            let want = ds.diffusion_model(&r.model).map(|m| gguf_arch_of(m.family));
             if let (Some(a), Some(w)) = (arch, want)
                 && a != w
             {
@@ -145,17 +145,17 @@ pub fn recognize_file(ds: &Dataset, file: &ModelFile) -> Result<Recognized, Stri
     }
 }
 
-/// The `general.architecture` city96's converter writes for a catalog model.
-fn gguf_arch_of(model: &str) -> Option<&'static str> {
-    Some(match model {
-        m if m.starts_with("flux") => "flux",
-        "sd-1.5" => "sd1",
-        "sdxl" => "sdxl",
-        m if m.starts_with("sd-3") => "sd3",
-        m if m.starts_with("wan") => "wan",
-        "hunyuanvideo" => "hyvid",
-        _ => return None,
-    })
+/// The `general.architecture` city96's converter writes for a model family.
+fn gguf_arch_of(family: crate::DiffusionFamily) -> &'static str {
+    use crate::DiffusionFamily as F;
+    match family {
+        F::Flux => "flux",
+        F::Sd15 => "sd1",
+        F::Sdxl => "sdxl",
+        F::Sd3 => "sd3",
+        F::Wan => "wan",
+        F::HunyuanVideo => "hyvid",
+    }
 }
 
 /// Largest relative difference between the denoiser's values and the catalog's `params` that
