@@ -1,6 +1,7 @@
 //! Shared pieces: the layout (header, navigation, language switcher, footer), verdict badges,
 //! claim references, and the mapping of data codes to UI strings.
 
+use headroom_core::fit::TermId;
 use headroom_core::{Claim, Dataset, Lang, SourceKind, Verdict};
 use headroom_i18n::{fmt, k, t, Key};
 use leptos::prelude::*;
@@ -53,33 +54,33 @@ pub fn source_kind_key(kind: SourceKind) -> Key {
     }
 }
 
-pub fn term_label(lang: Lang, term: &str) -> String {
+/// A breakdown term's label: every term has one in every language (the match is exhaustive).
+pub fn term_label(lang: Lang, term: TermId) -> &'static str {
     let key = match term {
-        "weights" => k::TERM_WEIGHTS,
-        "kv-cache" => k::TERM_KV_CACHE,
-        "activations" => k::TERM_ACTIVATIONS,
-        "logits" => k::TERM_LOGITS,
-        "workspace" => k::TERM_WORKSPACE,
-        "cuda-context" => k::TERM_CUDA_CONTEXT,
-        "allocator-headroom" => k::TERM_ALLOCATOR_HEADROOM,
-        "gradients" => k::TERM_GRADIENTS,
-        "optimizer-states" => k::TERM_OPTIMIZER_STATES,
-        "optimizer-step" => k::TERM_OPTIMIZER_STEP,
-        "text-encoder-weights" => k::TERM_TEXT_ENCODER_WEIGHTS,
-        "vae-weights" => k::TERM_VAE_WEIGHTS,
-        "compute-buffer" => k::TERM_COMPUTE_BUFFER,
-        "gpu-memory-utilization-headroom" => k::TERM_GPU_MEMORY_UTILIZATION_HEADROOM,
-        "zero3-gathered-layer" => k::TERM_ZERO3_GATHERED_LAYER,
-        "dequantized-layer" => k::TERM_DEQUANTIZED_LAYER,
-        "attention-mask" => k::TERM_ATTENTION_MASK,
-        "softmax-copy" => k::TERM_SOFTMAX_COPY,
-        "pipeline-copies" => k::TERM_PIPELINE_COPIES,
-        "ddp-gradient-buckets" => k::TERM_DDP_GRADIENT_BUCKETS,
-        "fsdp-gathered-layers" => k::TERM_FSDP_GATHERED_LAYERS,
-        "zero-offload" => k::TERM_ZERO_OFFLOAD,
-        other => return other.to_string(),
+        TermId::Weights => k::TERM_WEIGHTS,
+        TermId::KvCache => k::TERM_KV_CACHE,
+        TermId::Activations => k::TERM_ACTIVATIONS,
+        TermId::Logits => k::TERM_LOGITS,
+        TermId::Workspace => k::TERM_WORKSPACE,
+        TermId::CudaContext => k::TERM_CUDA_CONTEXT,
+        TermId::AllocatorHeadroom => k::TERM_ALLOCATOR_HEADROOM,
+        TermId::Gradients => k::TERM_GRADIENTS,
+        TermId::OptimizerStates => k::TERM_OPTIMIZER_STATES,
+        TermId::OptimizerStep => k::TERM_OPTIMIZER_STEP,
+        TermId::TextEncoderWeights => k::TERM_TEXT_ENCODER_WEIGHTS,
+        TermId::VaeWeights => k::TERM_VAE_WEIGHTS,
+        TermId::ComputeBuffer => k::TERM_COMPUTE_BUFFER,
+        TermId::GpuMemoryUtilizationHeadroom => k::TERM_GPU_MEMORY_UTILIZATION_HEADROOM,
+        TermId::Zero3GatheredLayer => k::TERM_ZERO3_GATHERED_LAYER,
+        TermId::DequantizedLayer => k::TERM_DEQUANTIZED_LAYER,
+        TermId::AttentionMask => k::TERM_ATTENTION_MASK,
+        TermId::SoftmaxCopy => k::TERM_SOFTMAX_COPY,
+        TermId::PipelineCopies => k::TERM_PIPELINE_COPIES,
+        TermId::DdpGradientBuckets => k::TERM_DDP_GRADIENT_BUCKETS,
+        TermId::FsdpGatheredLayers => k::TERM_FSDP_GATHERED_LAYERS,
+        TermId::ZeroOffload => k::TERM_ZERO_OFFLOAD,
     };
-    t(lang, key).to_string()
+    t(lang, key)
 }
 
 /// Text with a line-break opportunity (`<wbr>`) after each `_ : , = / .` inside long tokens

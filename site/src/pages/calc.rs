@@ -1019,7 +1019,7 @@ fn segments(lang: Lang, terms: &[headroom_core::fit::Term], scale: f64) -> AnyVi
         .enumerate()
         .map(|(i, term)| {
             let pct = term.bytes as f64 / scale * 100.0;
-            let label = format!("{}: {}", term_label(lang, &term.term), gib(term.bytes as f64, lang));
+            let label = format!("{}: {}", term_label(lang, term.term), gib(term.bytes as f64, lang));
             view! { <span class=format!("seg seg-{}", i % 8) style=format!("width:{pct:.2}%") title=label.clone() aria-label=label></span> }
         })
         .collect_view()
@@ -1044,8 +1044,8 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
         .map(|(i, term)| {
             let ds = ds.clone();
             view! {
-                <tr data-term=term.term.clone()>
-                    <th scope="row"><span class=format!("swatch seg-{}", i % 8)></span>{term_label(lang, &term.term)}</th>
+                <tr data-term=term.term.as_str()>
+                    <th scope="row"><span class=format!("swatch seg-{}", i % 8)></span>{term_label(lang, term.term)}</th>
                     <td class="num">{gib(term.bytes as f64, lang)}</td>
                     <td class="evidence">{term.claims.iter().map(|c| view! { <ClaimRef lang=lang ds=ds.clone() id=c.clone() /> }).collect_view()}</td>
                 </tr>

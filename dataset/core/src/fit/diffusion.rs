@@ -248,19 +248,19 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
     let vae_w_claims = vae_w_claims.as_slice();
     match d.component {
         Component::Denoiser => {
-            b.add("weights", den_resident, w_claims);
-            b.add("activations", den_act, den_claims);
+            b.add(TermId::Weights, den_resident, w_claims);
+            b.add(TermId::Activations, den_act, den_claims);
         }
         Component::TextEncoder => {
-            b.add("text-encoder-weights", te_weights, te_claims);
-            b.add("activations", te_act, &["fit-text-encoder-working-set"]);
+            b.add(TermId::TextEncoderWeights, te_weights, te_claims);
+            b.add(TermId::Activations, te_act, &["fit-text-encoder-working-set"]);
         }
         Component::VaeDecode => {
             if vae.is_none() {
                 return Err(format!("the catalog has no VAE for `{}`", m.id));
             }
-            b.add("vae-weights", vae_weights, vae_w_claims);
-            b.add("activations", vae_act, vae_claims);
+            b.add(TermId::VaeWeights, vae_weights, vae_w_claims);
+            b.add(TermId::Activations, vae_act, vae_claims);
         }
         Component::Pipeline => {
             if vae.is_none() {
@@ -269,15 +269,15 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
             let all_denoisers = den_resident + denoisers.iter().skip(1).map(|c| c.params as f64 * den_fmt.bytes_per_weight()).sum::<f64>();
             match d.offload {
                 Offload::None => {
-                    b.add("weights", all_denoisers, w_claims);
+                    b.add(TermId::Weights, all_denoisers, w_claims);
                     if te_on_gpu {
-                        b.add("text-encoder-weights", te_weights, te_claims);
+                        b.add(TermId::TextEncoderWeights, te_weights, te_claims);
                     }
-                    b.add("vae-weights", vae_weights, vae_w_claims);
+                    b.add(TermId::VaeWeights, vae_weights, vae_w_claims);
                     let (act, claims) = [(den_act, den_claims), (vae_act, vae_claims), (if te_on_gpu { te_act } else { 0.0 }, &["fit-text-encoder-working-set"][..])]
                         .into_iter()
                         .fold((0.0, den_claims), |acc, x| if x.0 > acc.0 { x } else { acc });
-                    b.add("activations", act, claims);
+                    b.add(TermId::Activations, act, claims);
                 }
                 Offload::Model | Offload::Sequential => {
                     let per_layer = if den_layers > 0 { den_weights_one / den_layers as f64 } else { den_weights_one };
@@ -290,16 +290,16 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
                     let (stage, _) = stages.iter().copied().fold(("denoiser", 0.0), |a, s| if s.1 > a.1 { s } else { a });
                     match stage {
                         "denoiser" => {
-                            b.add("weights", den_stage, w_claims);
-                            b.add("activations", den_act, den_claims);
+                            b.add(TermId::Weights, den_stage, w_claims);
+                            b.add(TermId::Activations, den_act, den_claims);
                         }
                         "vae-decode" => {
-                            b.add("vae-weights", vae_weights, vae_w_claims);
-                            b.add("activations", vae_act, vae_claims);
+                            b.add(TermId::VaeWeights, vae_weights, vae_w_claims);
+                            b.add(TermId::Activations, vae_act, vae_claims);
                         }
                         _ => {
-                            b.add("text-encoder-weights", te_weights, te_claims);
-                            b.add("activations", te_act, &["fit-text-encoder-working-set"]);
+                            b.add(TermId::TextEncoderWeights, te_weights, te_claims);
+                            b.add(TermId::Activations, te_act, &["fit-text-encoder-working-set"]);
                         }
                     }
                     b.note("offload-stage", &[("stage", stage.to_string())], "components move to the GPU one at a time; the peak is the {stage} stage");
@@ -312,21 +312,21 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
     let offloaded = d.component == Component::Pipeline && d.offload != Offload::None;
     let den_all_one = den_weights_one + denoisers.iter().skip(1).map(|c| c.params as f64 * den_fmt.bytes_per_weight()).sum::<f64>();
     if offloaded {
-        b.add_host("weights", den_all_one, &["diffusers-offload-weights-in-ram"]);
-        b.add_host("text-encoder-weights", te_weights, &["diffusers-offload-weights-in-ram"]);
-        b.add_host("vae-weights", vae_weights, &["diffusers-offload-weights-in-ram"]);
+        b.add_host(TermId::Weights, den_all_one, &["diffusers-offload-weights-in-ram"]);
+        b.add_host(TermId::TextEncoderWeights, te_weights, &["diffusers-offload-weights-in-ram"]);
+        b.add_host(TermId::VaeWeights, vae_weights, &["diffusers-offload-weights-in-ram"]);
     } else {
         if d.block_swap > 0 && matches!(d.component, Component::Pipeline | Component::Denoiser) {
-            b.add_host("weights", den_weights_one - den_resident, &["wan-wrapper-block-swap"]);
+            b.add_host(TermId::Weights, den_weights_one - den_resident, &["wan-wrapper-block-swap"]);
         }
         if !te_on_gpu && d.component == Component::Pipeline {
-            b.add_host("text-encoder-weights", te_weights, te_claims);
+            b.add_host(TermId::TextEncoderWeights, te_weights, te_claims);
         }
     }
     if d.block_swap > 0 {
         b.note("block-swap", &[("swapped", d.block_swap.to_string()), ("blocks", den_layers.to_string())], "{swapped} of {blocks} denoiser blocks live in system RAM and are copied in as needed (slower)");
     }
-    b.add("workspace", claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
+    b.add(TermId::Workspace, claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
     // The headroom follows the denoiser step (measured per architecture as a share of its working
     // set); a text encode or a VAE decode alone needs none beyond the engine's working set.
     let (base, share) = match d.component {

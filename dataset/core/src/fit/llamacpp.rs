@@ -637,14 +637,14 @@ pub(crate) fn breakdown(
     let all_masks = (n_kv + if sliding > 0 { swa_cells as f64 } else { 0.0 }) * ub * if fa { 2.0 } else { 4.0 };
     for d in 0..n_dev {
         let mut terms = Vec::new();
-        put(&mut terms, "weights", gpu_w[d], &wclaims);
-        put(&mut terms, "kv-cache", layers_on[d] as f64 * per_layer, &kv_claims);
+        put(&mut terms, TermId::Weights, gpu_w[d], &wclaims);
+        put(&mut terms, TermId::KvCache, layers_on[d] as f64 * per_layer, &kv_claims);
         // With every layer on the host the CUDA backend still runs large prompt batches on the
         // first GPU (the weights copied in): its compute buffer stays. The output layer's GPU
         // holds the logits.
         let working = if layers_on[d] > 0 || d == 0 { layer_set } else { 0.0 };
         let compute = if devices.1 == Some(d) { logits.max(working) } else { working };
-        put(&mut terms, "compute-buffer", compute, &["fit-llamacpp-compute-buffer", "fit-llamacpp-ubatch"]);
+        put(&mut terms, TermId::ComputeBuffer, compute, &["fit-llamacpp-compute-buffer", "fit-llamacpp-ubatch"]);
         if pipeline {
             // Pipeline parallelism keeps four copies of each split's inputs (the masks and the
             // hidden state of one micro-batch) so that micro-batches can overlap across GPUs.
@@ -657,14 +657,14 @@ pub(crate) fn breakdown(
             } else {
                 (copies, copies - 1.0)
             };
-            put(&mut terms, "pipeline-copies", a * all_masks + e * ub * h * 4.0, &["fit-llamacpp-pipeline-copies", "llamacpp-layer-split"]);
+            put(&mut terms, TermId::PipelineCopies, a * all_masks + e * ub * h * 4.0, &["fit-llamacpp-pipeline-copies", "llamacpp-layer-split"]);
         }
         if !fa && layers_on[d] > 0 {
             // cuBLAS multiplies V by the softmax in f16: the CUDA backend converts the whole softmax
             // of one micro-batch in its memory pool, which keeps the high-water mark.
-            put(&mut terms, "softmax-copy", n_kv * ub * m.heads as f64 * 2.0 + no_fa_pool, &["fit-llamacpp-no-fa-pool"]);
+            put(&mut terms, TermId::SoftmaxCopy, n_kv * ub * m.heads as f64 * 2.0 + no_fa_pool, &["fit-llamacpp-no-fa-pool"]);
         }
-        put(&mut terms, "cuda-context", overhead, &oclaims);
+        put(&mut terms, TermId::CudaContext, overhead, &oclaims);
         if n_dev == 1 {
             b.terms = terms;
         } else {
@@ -674,17 +674,17 @@ pub(crate) fn breakdown(
     // System RAM: the token embedding, the layers and experts kept off the GPU with their KV
     // cache, and the host compute buffer (the graph inputs the CUDA backend copies in: the
     // embedded micro-batch and the attention masks).
-    b.add_host("weights", host_w, &["llamacpp-token-embedding-on-host", "llamacpp-gpu-layers-placement", "llamacpp-mmap-default"]);
-    b.add_host("kv-cache", kv_host, &kv_claims);
+    b.add_host(TermId::Weights, host_w, &["llamacpp-token-embedding-on-host", "llamacpp-gpu-layers-placement", "llamacpp-mmap-default"]);
+    b.add_host(TermId::KvCache, kv_host, &kv_claims);
     let masks = if sliding > 0 { n_kv + swa_cells as f64 } else { n_kv };
     let host_compute = ub * h * claim_number(ds, "fit-llamacpp-host-compute-buffer")?
         + masks * ub * if fa { 2.0 } else { 4.0 }
         + if fa { 0.0 } else { ub * q * 2.0 };
-    b.add_host("compute-buffer", host_compute, &["fit-llamacpp-host-compute-buffer"]);
+    b.add_host(TermId::ComputeBuffer, host_compute, &["fit-llamacpp-host-compute-buffer"]);
     if pipeline {
         // The host's graph inputs are copied as the GPUs' are.
         let inputs = all_masks + ub * h * 4.0 + if fa { 0.0 } else { ub * q * 2.0 };
-        b.add_host("pipeline-copies", (copies - 1.0) * inputs, &["fit-llamacpp-pipeline-copies"]);
+        b.add_host(TermId::PipelineCopies, (copies - 1.0) * inputs, &["fit-llamacpp-pipeline-copies"]);
     }
     if gpu_layers <= layers {
         b.note(

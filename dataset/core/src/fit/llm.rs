@@ -210,22 +210,22 @@ pub(crate) fn breakdown_with(
     }
     match l.engine {
         Engine::Transformers => {
-            b.add("weights", weights, &weight_claims(wq));
+            b.add(TermId::Weights, weights, &weight_claims(wq));
             if l.all_logits {
                 // One forward over every position; no cache; the logits of all positions are the peak.
                 b.add(
-                    "logits",
+                    TermId::Logits,
                     tokens * m.vocab as f64 * ab,
                     &["fit-logits-all-positions"],
                 );
                 b.add(
-                    "activations",
+                    TermId::Activations,
                     tokens * 2.0 * m.hidden as f64 * ab,
                     &["fit-logits-all-positions"],
                 );
             } else {
                 b.add(
-                    "kv-cache",
+                    TermId::KvCache,
                     kv_bytes,
                     &["transformers-dynamic-cache-per-token"],
                 );
@@ -237,34 +237,34 @@ pub(crate) fn breakdown_with(
                     Some((_, w)) if l.context > w => {
                         let square = l.batch as f64 * (l.context as f64).powi(2);
                         b.add(
-                            "attention-mask",
+                            TermId::AttentionMask,
                             square,
                             &["fit-transformers-sliding-window-mask"],
                         );
                         let attention = square * ab + tokens * 4.0 * m.hidden as f64 * ab;
                         if attention > mlp {
                             b.add(
-                                "activations",
+                                TermId::Activations,
                                 attention,
                                 &["fit-transformers-sliding-window-mask"],
                             );
                         } else {
                             b.add(
-                                "activations",
+                                TermId::Activations,
                                 mlp,
                                 &["fit-transformers-prefill-working-set"],
                             );
                         }
                     }
                     _ => b.add(
-                        "activations",
+                        TermId::Activations,
                         mlp,
                         &["fit-transformers-prefill-working-set"],
                     ),
                 }
             }
             b.add(
-                "workspace",
+                TermId::Workspace,
                 claim_number(ds, "fit-transformers-workspace")?,
                 &["fit-transformers-workspace"],
             );
@@ -298,12 +298,12 @@ pub(crate) fn breakdown_with(
                     wc.push("vllm-parallel-shards");
                     kc.push("vllm-parallel-shards");
                 }
-                put(&mut terms, "weights", weights * w_share, &wc);
-                put(&mut terms, "kv-cache", kv_bytes * kv_share, &kc);
-                put(&mut terms, "cuda-context", context, &["fit-cuda-context-measured"]);
+                put(&mut terms, TermId::Weights, weights * w_share, &wc);
+                put(&mut terms, TermId::KvCache, kv_bytes * kv_share, &kc);
+                put(&mut terms, TermId::CudaContext, context, &["fit-cuda-context-measured"]);
                 // vLLM takes `util` of each card and fills what is left after weights with KV blocks.
                 let needed: f64 = terms.iter().map(|t| t.bytes as f64).sum();
-                put(&mut terms, "gpu-memory-utilization-headroom", needed / util - needed, &["vllm-gpu-memory-utilization-meaning"]);
+                put(&mut terms, TermId::GpuMemoryUtilizationHeadroom, needed / util - needed, &["vllm-gpu-memory-utilization-meaning"]);
                 if gpus.len() == 1 {
                     b.terms = terms;
                 } else {

@@ -26,10 +26,83 @@ use crate::{Dataset, Quant};
 
 pub use crate::units::{GIB, MIB};
 
+/// What a term of a breakdown is. Serialised as its id (`kv-cache`); the site labels every
+/// variant in every language, so a new term without labels does not compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TermId {
+    Weights,
+    KvCache,
+    Activations,
+    Logits,
+    Workspace,
+    CudaContext,
+    AllocatorHeadroom,
+    Gradients,
+    OptimizerStates,
+    OptimizerStep,
+    TextEncoderWeights,
+    VaeWeights,
+    ComputeBuffer,
+    GpuMemoryUtilizationHeadroom,
+    Zero3GatheredLayer,
+    DequantizedLayer,
+    AttentionMask,
+    SoftmaxCopy,
+    PipelineCopies,
+    DdpGradientBuckets,
+    FsdpGatheredLayers,
+    ZeroOffload,
+}
+crate::string_enum!(TermId { Weights = "weights", KvCache = "kv-cache", Activations = "activations", Logits = "logits", Workspace = "workspace", CudaContext = "cuda-context", AllocatorHeadroom = "allocator-headroom", Gradients = "gradients", OptimizerStates = "optimizer-states", OptimizerStep = "optimizer-step", TextEncoderWeights = "text-encoder-weights", VaeWeights = "vae-weights", ComputeBuffer = "compute-buffer", GpuMemoryUtilizationHeadroom = "gpu-memory-utilization-headroom", Zero3GatheredLayer = "zero3-gathered-layer", DequantizedLayer = "dequantized-layer", AttentionMask = "attention-mask", SoftmaxCopy = "softmax-copy", PipelineCopies = "pipeline-copies", DdpGradientBuckets = "ddp-gradient-buckets", FsdpGatheredLayers = "fsdp-gathered-layers", ZeroOffload = "zero-offload" });
+
+impl TermId {
+    pub const ALL: [TermId; 22] = [TermId::Weights, TermId::KvCache, TermId::Activations, TermId::Logits, TermId::Workspace, TermId::CudaContext, TermId::AllocatorHeadroom, TermId::Gradients, TermId::OptimizerStates, TermId::OptimizerStep, TermId::TextEncoderWeights, TermId::VaeWeights, TermId::ComputeBuffer, TermId::GpuMemoryUtilizationHeadroom, TermId::Zero3GatheredLayer, TermId::DequantizedLayer, TermId::AttentionMask, TermId::SoftmaxCopy, TermId::PipelineCopies, TermId::DdpGradientBuckets, TermId::FsdpGatheredLayers, TermId::ZeroOffload];
+
+    /// The id as the JSON writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TermId::Weights => "weights",
+            TermId::KvCache => "kv-cache",
+            TermId::Activations => "activations",
+            TermId::Logits => "logits",
+            TermId::Workspace => "workspace",
+            TermId::CudaContext => "cuda-context",
+            TermId::AllocatorHeadroom => "allocator-headroom",
+            TermId::Gradients => "gradients",
+            TermId::OptimizerStates => "optimizer-states",
+            TermId::OptimizerStep => "optimizer-step",
+            TermId::TextEncoderWeights => "text-encoder-weights",
+            TermId::VaeWeights => "vae-weights",
+            TermId::ComputeBuffer => "compute-buffer",
+            TermId::GpuMemoryUtilizationHeadroom => "gpu-memory-utilization-headroom",
+            TermId::Zero3GatheredLayer => "zero3-gathered-layer",
+            TermId::DequantizedLayer => "dequantized-layer",
+            TermId::AttentionMask => "attention-mask",
+            TermId::SoftmaxCopy => "softmax-copy",
+            TermId::PipelineCopies => "pipeline-copies",
+            TermId::DdpGradientBuckets => "ddp-gradient-buckets",
+            TermId::FsdpGatheredLayers => "fsdp-gathered-layers",
+            TermId::ZeroOffload => "zero-offload",
+        }
+    }
+}
+
+impl PartialEq<&str> for TermId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for TermId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One line of the breakdown.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Term {
-    pub term: String,
+    pub term: TermId,
     pub bytes: u64,
     pub claims: Vec<String>,
 }
@@ -232,12 +305,12 @@ impl Breakdown {
         }
     }
 
-    pub fn add(&mut self, term: &str, bytes: f64, claims: &[&str]) {
+    pub fn add(&mut self, term: TermId, bytes: f64, claims: &[&str]) {
         put(&mut self.terms, term, bytes, claims);
     }
 
     /// Adds to what the workload holds in system RAM.
-    pub fn add_host(&mut self, term: &str, bytes: f64, claims: &[&str]) {
+    pub fn add_host(&mut self, term: TermId, bytes: f64, claims: &[&str]) {
         put(&mut self.host, term, bytes, claims);
     }
 
@@ -277,9 +350,9 @@ impl Breakdown {
 }
 
 /// Adds `bytes` to `term` in `terms` (a new term at the end), with its claims.
-fn put(terms: &mut Vec<Term>, term: &str, bytes: f64, claims: &[&str]) {
+fn put(terms: &mut Vec<Term>, term: TermId, bytes: f64, claims: &[&str]) {
     let bytes = bytes.max(0.0).round() as u64;
-    if bytes == 0 && term != "allocator-headroom" {
+    if bytes == 0 && term != TermId::AllocatorHeadroom {
         return;
     }
     if let Some(t) = terms.iter_mut().find(|t| t.term == term) {
@@ -291,7 +364,7 @@ fn put(terms: &mut Vec<Term>, term: &str, bytes: f64, claims: &[&str]) {
         }
     } else {
         terms.push(Term {
-            term: term.into(),
+            term,
             bytes,
             claims: claims.iter().map(|s| s.to_string()).collect(),
         });
@@ -391,7 +464,7 @@ pub(crate) fn add_runtime(
     share_claim: Option<&str>,
 ) -> Result<(), String> {
     b.add(
-        "cuda-context",
+        TermId::CudaContext,
         claim_number(ds, "fit-cuda-context-measured")?,
         &["fit-cuda-context-measured", "cuda-context-few-hundred-mb"],
     );
@@ -407,7 +480,7 @@ pub(crate) fn add_runtime(
     let mut claims: Vec<&str> = base_claim.into_iter().chain(share_claim).collect();
     claims.push("fragmentation-from-changing-shapes");
     b.add(
-        "allocator-headroom",
+        TermId::AllocatorHeadroom,
         base + transient_bytes * share,
         &claims,
     );

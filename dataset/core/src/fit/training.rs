@@ -173,7 +173,7 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
     let lora_w = if lora { trainable * 4.0 } else { 0.0 };
     // What stays on the GPU between uses (nothing under parameter offload).
     let resident_w = if params_off { 0.0 } else { weights / shard(3) + lora_w };
-    b.add("weights", resident_w, w_claims);
+    b.add(TermId::Weights, resident_w, w_claims);
     let host_grads = trainable * train_bytes / shard(2);
     let grads = if params_off { 0.0 } else { host_grads };
     let (state_bytes, o_claims): (f64, &[&str]) = match t.optimizer {
@@ -217,28 +217,28 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
         act_claims.push("fit-training-lora-untargeted-inputs");
     }
     if step_peak >= forward_peak && step_peak >= backward_peak {
-        b.add("gradients", grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
-        b.add("optimizer-states", states, o_claims);
-        b.add("optimizer-step", step_temp, &["fit-training-optimizer-step"]);
+        b.add(TermId::Gradients, grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
+        b.add(TermId::OptimizerStates, states, o_claims);
+        b.add(TermId::OptimizerStep, step_temp, &["fit-training-optimizer-step"]);
         b.note("peak-optimizer-step", &[], "the peak is the optimizer step: gradients, states and the step's temporary buffer");
     } else if backward_peak >= forward_peak {
-        b.add("optimizer-states", states, o_claims);
+        b.add(TermId::OptimizerStates, states, o_claims);
         if grads > backward_start {
-            b.add("gradients", grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
+            b.add(TermId::Gradients, grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
             b.note("peak-backward-end", &[], "the peak is the end of the backward pass, when every gradient exists");
         } else {
-            b.add("activations", saved - tokens * logits_saved, &act_claims);
-            b.add("logits", tokens * (logits_saved + logits_bwd), &["fit-training-logits"]);
-            b.add("gradients", head_grad, &["fit-training-logits"]);
+            b.add(TermId::Activations, saved - tokens * logits_saved, &act_claims);
+            b.add(TermId::Logits, tokens * (logits_saved + logits_bwd), &["fit-training-logits"]);
+            b.add(TermId::Gradients, head_grad, &["fit-training-logits"]);
             if autocast_copies > 0.0 {
                 b.note("autocast-copies", &[], "includes the bf16 copies of the weights that autocast keeps for the backward pass");
             }
             b.note("peak-backward-start", &[], "the peak is the start of the backward pass: saved activations plus the loss gradient");
         }
     } else {
-        b.add("optimizer-states", states, o_claims);
-        b.add("activations", saved - tokens * logits_saved, &act_claims);
-        b.add("logits", tokens * (logits_saved + logits_fwd), &["fit-training-logits"]);
+        b.add(TermId::OptimizerStates, states, o_claims);
+        b.add(TermId::Activations, saved - tokens * logits_saved, &act_claims);
+        b.add(TermId::Logits, tokens * (logits_saved + logits_fwd), &["fit-training-logits"]);
         b.note("peak-forward-end", &[], "the peak is the loss at the end of the forward pass");
     }
     if stage >= 3 && (group > 1.0 || params_off) {
@@ -249,20 +249,20 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
             // the forward pass to the backward pass. Measured with parameter offload: Llama 3.2
             // 1B and 3B within 2 % (dataset/measurements/reference/h200-torch2.11-multigpu.jsonl).
             let gathered = if lora { weights } else { params * p.act };
-            b.add("fsdp-gathered-layers", gathered * embedding_params(m) / params, &["pytorch-fsdp-sharding-strategies", "pytorch-fsdp-root-stays-gathered"]);
+            b.add(TermId::FsdpGatheredLayers, gathered * embedding_params(m) / params, &["pytorch-fsdp-sharding-strategies", "pytorch-fsdp-root-stays-gathered"]);
         } else {
             // ZeRO-3 gathers one layer's full weights at a time.
-            b.add("zero3-gathered-layer", weights / layers, &["training-fsdp-zero-shard-model-states"]);
+            b.add(TermId::Zero3GatheredLayer, weights / layers, &["training-fsdp-zero-shard-model-states"]);
         }
     }
     if n > 1.0 && t.zero == 0 && t.fsdp.is_none() {
         // DistributedDataParallel all-reduces gradients through buckets that are a second copy of
         // them, kept for the whole run unless gradient_as_bucket_view is set.
-        b.add("ddp-gradient-buckets", trainable * train_bytes, &["pytorch-ddp-gradient-buckets"]);
+        b.add(TermId::DdpGradientBuckets, trainable * train_bytes, &["pytorch-ddp-gradient-buckets"]);
     }
     if t.method == Method::Qlora {
         // One layer dequantized to 16 bit at a time.
-        b.add("dequantized-layer", (params - embedding_params(m)) / layers * 2.0, &["training-qlora-loads-base-in-4bit"]);
+        b.add(TermId::DequantizedLayer, (params - embedding_params(m)) / layers * 2.0, &["training-qlora-loads-base-in-4bit"]);
     }
     let dynamic = b.tensor_bytes() as f64 - resident_w - states - b.terms.iter().find(|t| t.term == "ddp-gradient-buckets").map_or(0.0, |t| t.bytes as f64);
     // Autocast's weight copies, made again by the recomputed forward under checkpointing, leave
@@ -283,9 +283,9 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
             // Parameters and gradients are pinned, each tensor rounded up to a power of two.
             let c: &[&str] = &["pytorch-fsdp-cpu-offload", "pytorch-pinned-memory-power-of-two"];
             let round = pinned_rounding(m, group, if lora { 2.0 } else { p.weight });
-            b.add_host("weights", n * (weights / shard(3) * round + lora_w), c);
-            b.add_host("gradients", n * host_grads * if lora { 1.0 } else { round }, c);
-            b.add_host("optimizer-states", n * host_states, c);
+            b.add_host(TermId::Weights, n * (weights / shard(3) * round + lora_w), c);
+            b.add_host(TermId::Gradients, n * host_grads * if lora { 1.0 } else { round }, c);
+            b.add_host(TermId::OptimizerStates, n * host_states, c);
         } else {
             // DeepSpeed's own estimate of the CPU memory its offload needs (fp32 master weights,
             // optimizer states and gradients, with its buffer factor).
@@ -296,7 +296,7 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
             };
             // A LoRA run's frozen base weights go to system RAM with the parameters.
             let frozen = if lora && params_off { weights } else { 0.0 };
-            b.add_host("zero-offload", trainable * per_param + frozen, &[claim]);
+            b.add_host(TermId::ZeroOffload, trainable * per_param + frozen, &[claim]);
         }
         b.note("cpu-offload", &[], "Model states in system RAM: the optimizer step runs on the CPU, which is much slower than on the GPU.");
     }
