@@ -515,7 +515,7 @@ fn lora_on_attention_only_is_a_lever_without_checkpointing() {
         .find(|l| l.lever == "lora_targets: attention")
         .expect("the lever is offered");
     assert_eq!(lever.workload["lora_targets"], "attention");
-    assert!(lever.saving_bytes > 0 && lever.cost == "capability");
+    assert!(lever.saving_bytes > 0 && lever.cost == headroom_core::fit::Cost::Capability);
     let with_gc = run(
         json!({"kind": "training", "model": "llama-3.1-8b", "method": "lora", "seq": 2048, "gradient_checkpointing": true}),
     );

@@ -39,7 +39,7 @@ fn assert_consistent(f: &Fit) {
         for c in &l.claims {
             assert!(ds.claim(c).is_some(), "lever {} cites unknown claim {c}", l.lever);
         }
-        assert!(["quality", "speed", "capability", "throughput"].contains(&l.cost.as_str()), "{}", l.cost);
+        assert!(["quality", "speed", "capability", "throughput"].contains(&serde_json::to_value(l.cost).unwrap().as_str().unwrap()), "{:?}", l.cost);
     }
     for w in f.fits.windows(2) {
         assert!(w[0].memory_bytes <= w[1].memory_bytes);

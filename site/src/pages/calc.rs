@@ -3,7 +3,7 @@
 
 use headroom_core::fit::levers::Change;
 use headroom_core::fit::search::Answers;
-use headroom_core::fit::{Card, Fit, Verdict, Workload, fit, fit_on_cards};
+use headroom_core::fit::{Card, Cost, Fit, Verdict, Workload, fit, fit_on_cards};
 use headroom_core::{Lang, Modality};
 use headroom_core::format::parse_decimal;
 use headroom_i18n::{Key, fmt, k, t};
@@ -555,14 +555,14 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
     }
 }
 
-fn cost_label(lang: Lang, cost: &str) -> &'static str {
+fn cost_label(lang: Lang, cost: Cost) -> &'static str {
     t(
         lang,
         match cost {
-            "quality" => k::CALC_COST_QUALITY,
-            "speed" => k::CALC_COST_SPEED,
-            "capability" => k::CALC_COST_CAPABILITY,
-            _ => k::CALC_COST_THROUGHPUT,
+            Cost::Quality => k::CALC_COST_QUALITY,
+            Cost::Speed => k::CALC_COST_SPEED,
+            Cost::Capability => k::CALC_COST_CAPABILITY,
+            Cost::Throughput => k::CALC_COST_THROUGHPUT,
         },
     )
 }
@@ -991,7 +991,7 @@ fn plan_view(
         Some(p) => {
             let alt = p.workload.as_object().cloned().unwrap_or_default();
             let items: Vec<(String, String)> = p.changes.iter().map(|c| (c.field.clone(), change_label(lang, ds, result, c, &p.changes))).collect();
-            let costs = p.costs.iter().map(|c| cost_label(lang, c)).collect::<Vec<_>>().join(" · ");
+            let costs = p.costs.iter().map(|c| cost_label(lang, *c)).collect::<Vec<_>>().join(" · ");
             view! {
                 <section class="plan" id="plan" data-peak=p.peak_bytes.to_string()>
                     <h2>{fmt(lang, k::CALC_PLAN, &[("card", &card)])}</h2>
@@ -1115,7 +1115,7 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
                 }>{text}</button>" "
                 <span class=class>{fmt(lang, k::LEVER_RESULT, &[("peak", &gib(l.peak_bytes as f64, lang))])}{outcome}</span>" · "
                 <span>{fmt(lang, k::CALC_SAVES, &[("size", &gib(l.saving_bytes as f64, lang))])}</span>" · "
-                <span class="muted">{cost_label(lang, &l.cost)}</span>
+                <span class="muted">{cost_label(lang, l.cost)}</span>
             </li>
         }
     }).collect_view();

@@ -38,7 +38,7 @@ pub struct Plan {
     /// Budget left with the plan applied.
     pub spare_bytes: i64,
     /// What the plan costs: the distinct costs of its levers.
-    pub costs: Vec<String>,
+    pub costs: Vec<Cost>,
     pub claims: Vec<String>,
 }
 
@@ -46,7 +46,7 @@ pub struct Plan {
 struct Step {
     changes: Vec<(&'static str, Value)>,
     rank: u32,
-    cost: &'static str,
+    cost: Cost,
     claims: Vec<&'static str>,
 }
 
@@ -68,7 +68,7 @@ struct Dimension {
 fn step(
     changes: Vec<(&'static str, Value)>,
     rank: u32,
-    cost: &'static str,
+    cost: Cost,
     claims: Vec<&'static str>,
 ) -> Step {
     Step {
@@ -146,7 +146,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     step(
                         vec![("weights", json!(q.id))],
                         quality_rank(q),
-                        "quality",
+                        Cost::Quality,
                         llm::weight_claims(q),
                     )
                 })
@@ -186,7 +186,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                         changes.push(("flash_attention", json!(true)));
                         claims.push("llamacpp-quantized-v-cache-needs-flash-attention");
                     }
-                    step(changes, *r, "quality", claims)
+                    step(changes, *r, Cost::Quality, claims)
                 })
                 .collect();
             dims.push(Dimension {
@@ -199,7 +199,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     steps: vec![step(
                         vec![("flash_attention", json!(true))],
                         1,
-                        "capability",
+                        Cost::Capability,
                         vec!["fit-llamacpp-compute-buffer", "fit-llamacpp-no-fa-pool"],
                     )],
                     refine: None,
@@ -215,7 +215,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                         step(
                             vec![("ubatch", json!(u))],
                             3 + 2 * i as u32,
-                            "speed",
+                            Cost::Speed,
                             vec!["fit-llamacpp-compute-buffer", "fit-llamacpp-ubatch"],
                         )
                     })
@@ -237,7 +237,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                         step(
                             vec![("cpu_moe_layers", json!(n))],
                             r,
-                            "speed",
+                            Cost::Speed,
                             vec!["llamacpp-cpu-moe-flags", "llamacpp-gpu-layers-placement"],
                         )
                     })
@@ -260,7 +260,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     steps: vec![step(
                         vec![("gpu_memory_utilization", json!(0.95))],
                         1,
-                        "capability",
+                        Cost::Capability,
                         vec!["vllm-gpu-memory-utilization-meaning"],
                     )],
                     refine: None,
@@ -274,7 +274,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                         step(
                             vec![("batch", json!(b))],
                             2 + 2 * i as u32,
-                            "throughput",
+                            Cost::Throughput,
                             vec!["kv-cache-grows-with-context-and-users"],
                         )
                     })
@@ -303,7 +303,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     step(
                         vec![("context", json!(c))],
                         4 * (i as u32 + 1),
-                        "capability",
+                        Cost::Capability,
                         context_claims.clone(),
                     )
                 })
@@ -334,7 +334,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                         step(
                             vec![("gpu_layers", json!(n))],
                             r,
-                            "speed",
+                            Cost::Speed,
                             vec![
                                 "ollama-offloads-layers-to-cpu",
                                 "llamacpp-context-layers-kv-type",
@@ -358,7 +358,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     steps: vec![step(
                         vec![("optimizer", json!("adamw-8bit"))],
                         1,
-                        "quality",
+                        Cost::Quality,
                         vec!["training-8bit-adamw-2-bytes-per-param"],
                     )],
                     refine: None,
@@ -369,7 +369,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     steps: vec![step(
                         vec![("gradient_checkpointing", json!(true))],
                         2,
-                        "speed",
+                        Cost::Speed,
                         vec![
                             "training-gradient-checkpointing-cost",
                             "training-hf-gradient-checkpointing-flag",
@@ -383,11 +383,11 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
             if t.cpu_offload.is_none() && (t.zero > 0 || t.fsdp.is_some()) {
                 let mut steps = Vec::new();
                 if t.fsdp.is_none() {
-                    steps.push(step(vec![("cpu_offload", json!("optimizer"))], 3, "speed", vec!["deepspeed-offload-cpu-bytes-zero2"]));
+                    steps.push(step(vec![("cpu_offload", json!("optimizer"))], 3, Cost::Speed, vec!["deepspeed-offload-cpu-bytes-zero2"]));
                 }
                 if t.fsdp.is_some() || t.zero == 3 {
                     let claim = if t.fsdp.is_some() { "pytorch-fsdp-cpu-offload" } else { "deepspeed-offload-cpu-bytes-zero3-params" };
-                    steps.push(step(vec![("cpu_offload", json!("params"))], 4, "speed", vec![claim]));
+                    steps.push(step(vec![("cpu_offload", json!("params"))], 4, Cost::Speed, vec![claim]));
                 }
                 dims.push(Dimension { steps, refine: None });
             }
@@ -399,7 +399,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                         step(
                             vec![("batch", json!(b))],
                             1 + i as u32,
-                            "speed",
+                            Cost::Speed,
                             vec!["training-gradient-accumulation-same-effective-batch"],
                         )
                     })
@@ -422,7 +422,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     steps: vec![step(
                         vec![("lora_targets", json!("attention"))],
                         3,
-                        "capability",
+                        Cost::Capability,
                         vec![
                             "fit-training-lora-untargeted-inputs",
                             "guide-own-model-peft-default-lora-targets",
@@ -436,7 +436,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     step(
                         vec![("method", json!("lora"))],
                         4,
-                        "capability",
+                        Cost::Capability,
                         vec![
                             "training-qlora-loads-base-in-4bit",
                             "guide-training-lora-paper-memory-3x",
@@ -445,14 +445,14 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     step(
                         vec![("method", json!("qlora"))],
                         6,
-                        "capability",
+                        Cost::Capability,
                         vec!["training-qlora-loads-base-in-4bit"],
                     ),
                 ],
                 Method::Lora => vec![step(
                     vec![("method", json!("qlora"))],
                     3,
-                    "quality",
+                    Cost::Quality,
                     vec!["training-qlora-loads-base-in-4bit"],
                 )],
                 Method::Qlora => vec![],
@@ -468,7 +468,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     step(
                         vec![("seq", json!(s))],
                         5 * (i as u32 + 1),
-                        "capability",
+                        Cost::Capability,
                         vec!["kv-cache-grows-with-context-and-users"],
                     )
                 })
@@ -503,7 +503,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     steps: vec![step(
                         vec![("tiled_vae", json!(true))],
                         1,
-                        "speed",
+                        Cost::Speed,
                         vec!["comfyui-vae-decode-tiled"],
                     )],
                     refine: None,
@@ -517,7 +517,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                         step(
                             vec![("batch", json!(b))],
                             1 + i as u32,
-                            "throughput",
+                            Cost::Throughput,
                             vec!["batch-vs-sequential-activations"],
                         )
                     })
@@ -541,7 +541,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     steps.push(step(
                         vec![("text_encoder_precision", json!("fp8"))],
                         1,
-                        "quality",
+                        Cost::Quality,
                         claims,
                     ));
                 }
@@ -554,7 +554,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                         steps: vec![step(
                             vec![("text_encoders", json!("cpu"))],
                             2,
-                            "speed",
+                            Cost::Speed,
                             vec!["guide-image-diffusers-offload-modes"],
                         )],
                         refine: None,
@@ -598,7 +598,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     if has_te && d.text_encoder_precision.is_none() {
                         ch.push(("text_encoder_precision", json!(te_now)));
                     }
-                    step(ch, quality_rank(q), "quality", claims)
+                    step(ch, quality_rank(q), Cost::Quality, claims)
                 })
                 .collect();
             dims.push(Dimension {
@@ -616,7 +616,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 offload.push(step(
                     vec![("offload", json!("model"))],
                     3,
-                    "speed",
+                    Cost::Speed,
                     vec![
                         "guide-image-diffusers-offload-modes",
                         "comfyui-keeps-models-loaded",
@@ -627,7 +627,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 offload.push(step(
                     vec![("offload", json!("sequential"))],
                     12,
-                    "speed",
+                    Cost::Speed,
                     vec!["guide-image-diffusers-offload-modes"],
                 ));
             }
@@ -650,7 +650,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                         step(
                             vec![("block_swap", json!(b))],
                             r,
-                            "speed",
+                            Cost::Speed,
                             vec!["wan-wrapper-block-swap"],
                         )
                     })
@@ -763,7 +763,7 @@ fn lever_of(
         workload: alt.to_value(),
         peak_bytes: p,
         saving_bytes: base_peak as i64 - p as i64,
-        cost: s.cost.into(),
+        cost: s.cost,
         claims: s.claims.iter().map(|c| c.to_string()).collect(),
         fits: budget.map(|b| p <= b),
     })
@@ -939,12 +939,12 @@ fn finish(
     }
     let alt = apply(base, &chosen);
     let (p, host) = super::usage_of(ds, &alt).unwrap_or((u64::MAX, 0));
-    let mut costs: Vec<String> = Vec::new();
+    let mut costs: Vec<Cost> = Vec::new();
     let mut claims: Vec<String> = Vec::new();
     for (i, d) in idx.iter().zip(dims).filter(|(i, _)| **i > 0) {
         let s = &d.steps[*i as usize - 1];
-        if !costs.iter().any(|c| c == s.cost) {
-            costs.push(s.cost.into());
+        if !costs.contains(&s.cost) {
+            costs.push(s.cost);
         }
         for c in &s.claims {
             if !claims.iter().any(|x| x == c) {

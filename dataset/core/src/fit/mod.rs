@@ -26,6 +26,17 @@ use crate::{Dataset, Quant};
 
 pub use crate::units::{GIB, MIB};
 
+/// What a lever costs: output quality, speed, capability (a shorter context, fewer trainable
+/// weights) or throughput. The site labels every variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cost {
+    Quality,
+    Speed,
+    Capability,
+    Throughput,
+}
+crate::string_enum!(Cost { Quality = "quality", Speed = "speed", Capability = "capability", Throughput = "throughput" });
+
 /// What a term of a breakdown is. Serialised as its id (`kv-cache`); the site labels every
 /// variant in every language, so a new term without labels does not compile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -127,8 +138,8 @@ pub struct Lever {
     pub workload: serde_json::Value,
     pub peak_bytes: u64,
     pub saving_bytes: i64,
-    /// What it costs: `quality`, `speed`, `capability` (shorter context, fewer trainable weights) or `throughput`.
-    pub cost: String,
+    /// What it costs.
+    pub cost: Cost,
     pub claims: Vec<String>,
     /// With a card: whether the workload fits it with this lever alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
