@@ -230,15 +230,36 @@ pub fn review_notes(r: &Report) -> Vec<String> {
     out
 }
 
-/// Values that match the schema but cannot be true, each as `PATH: message`. `gpu` is the catalog
-/// entry the device matched (capacity, host link, memory bandwidth and compute capability are then
-/// checked against it).
+/// Every plausibility problem of a report that passed the schema, against its catalog GPU when
+/// it has one: each names the field (`$.memory.total_bytes: …`). Checked in turn: the device
+/// identity, capacity, latencies and sample sizes, bandwidth, the fragmentation experiment and
+/// the allocator check.
 pub fn plausibility(r: &Report, gpu: Option<&Gpu>) -> Vec<String> {
     let mut out = Vec::new();
-    let m = &r.memory;
-    let total = m.total_bytes;
-    let gib = |b: u64| format!("{:.2} GiB", b as f64 / GIB);
+    identity_problems(r, &mut out);
+    capacity_problems(r, gpu, &mut out);
+    timing_problems(r, &mut out);
+    bandwidth_problems(r, gpu, &mut out);
+    fragmentation_problems(r, &mut out);
+    // The allocator check: schema 2 has it, schema 1 cannot.
+    match (&r.allocator_check, r.schema_version) {
+        (None, 2) => out.push("$.allocator_check: missing (schema version 2 reports carry it)".to_string()),
+        (Some(_), 1) => out.push("$.allocator_check: not part of schema version 1".to_string()),
+        _ => {}
+    }
+    if let Some(c) = &r.allocator_check {
+        out.extend(alloc_check_problems(c, r.memory.total_bytes));
+    }
+    out.truncate(MAX_PROBLEMS);
+    out
+}
 
+fn gib(b: u64) -> String {
+    format!("{:.2} GiB", b as f64 / GIB)
+}
+
+/// The device's name and bus id (no control or look-alike characters), the probe's version, the index.
+fn identity_problems(r: &Report, out: &mut Vec<String>) {
     for (field, text) in [("$.device.name", &r.device.name), ("$.device.pci_bus_id", &r.device.pci_bus_id)] {
         if text.chars().any(bad_char) {
             out.push(format!("{field}: control or bidirectional-override characters are not allowed"));
@@ -265,7 +286,12 @@ pub fn plausibility(r: &Report, gpu: Option<&Gpu>) -> Vec<String> {
     if r.device.index > MAX_DEVICE_INDEX {
         out.push(format!("$.device.index: {} is not a device index", r.device.index));
     }
+}
 
+/// Total memory against the catalog GPU (or any GPU), and every memory figure within it.
+fn capacity_problems(r: &Report, gpu: Option<&Gpu>, out: &mut Vec<String>) {
+    let m = &r.memory;
+    let total = r.memory.total_bytes;
     // Capacity.
     if total == 0 {
         out.push("$.memory.total_bytes: a GPU with no memory".to_string());
@@ -328,7 +354,11 @@ pub fn plausibility(r: &Report, gpu: Option<&Gpu>) -> Vec<String> {
             gib(m.free_bytes_with_context)
         ));
     }
+}
 
+/// Driver-call latencies within what a driver can do, and sizes and sample counts within the card.
+fn timing_problems(r: &Report, out: &mut Vec<String>) {
+    let total = r.memory.total_bytes;
     // Latencies.
     let mut latency = |field: String, us: f64| {
         if !us.is_finite() || us < 0.0 {
@@ -385,7 +415,10 @@ pub fn plausibility(r: &Report, gpu: Option<&Gpu>) -> Vec<String> {
     if r.vmm.recommended_granularity_bytes < r.vmm.granularity_bytes || r.vmm.recommended_granularity_bytes > total {
         out.push("$.vmm.recommended_granularity_bytes: below the minimum granularity or above total_bytes".to_string());
     }
+}
 
+/// Copies within the host link and the memory bandwidth (the catalog GPU's, or any's).
+fn bandwidth_problems(r: &Report, gpu: Option<&Gpu>, out: &mut Vec<String>) {
     // Bandwidth: the host link bounds host↔device copies, memory bandwidth bounds device copies.
     let b = &r.bandwidth;
     let link = gpu.and_then(|g| host_link_gbs(&g.interface).map(|l| (l, format!("the {} host link ({}, {l:.1} GB/s)", g.name, g.interface))));
@@ -409,7 +442,11 @@ pub fn plausibility(r: &Report, gpu: Option<&Gpu>) -> Vec<String> {
     } else if b.d2d_gbs > mem_max * (1.0 + BANDWIDTH_SLACK) {
         out.push(format!("$.bandwidth.d2d_gbs: {:.1} GB/s is above {mem_what}", b.d2d_gbs));
     }
+}
 
+/// The fragmentation experiment within the card.
+fn fragmentation_problems(r: &Report, out: &mut Vec<String>) {
+    let total = r.memory.total_bytes;
     // Fragmentation experiment.
     let f = &r.fragmentation;
     if (f.block_bytes as u128) * (f.blocks as u128) > total as u128 {
@@ -421,19 +458,8 @@ pub fn plausibility(r: &Report, gpu: Option<&Gpu>) -> Vec<String> {
     if f.largest_bytes > f.free_bytes {
         out.push("$.fragmentation.largest_bytes: the largest free piece is above the free total".to_string());
     }
-
-    // The allocator check: schema 2 has it, schema 1 cannot.
-    match (&r.allocator_check, r.schema_version) {
-        (None, 2) => out.push("$.allocator_check: missing (schema version 2 reports carry it)".to_string()),
-        (Some(_), 1) => out.push("$.allocator_check: not part of schema version 1".to_string()),
-        _ => {}
-    }
-    if let Some(c) = &r.allocator_check {
-        out.extend(alloc_check_problems(c, total));
-    }
-    out.truncate(MAX_PROBLEMS);
-    out
 }
+
 
 /// What cannot be true of an allocator check: an unknown verdict, a verdict its cases
 /// contradict, a case whose free memory exceeds the card or whose `exact` flag disagrees with
