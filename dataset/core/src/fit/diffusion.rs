@@ -70,6 +70,51 @@ pub fn default_frames(ds: &Dataset, m: &Model) -> Result<u64, String> {
     claim_number(ds, id).map(|x| x as u64)
 }
 
+/// Each weights term cites the claims about this model's component in this kind of format:
+/// derivations over `params(<model>, <role>)` (or claims naming the model that derive the same
+/// role), a GGUF claim only for a GGUF format and a float one only for a float format; when the
+/// dataset has none for the model, the claim that gives the format's bytes per parameter.
+fn weight_claims(ds: &Dataset, m: &Model, role: &str, q: &crate::Quant) -> Vec<String> {
+    let is_gguf = |q: &crate::Quant| matches!(q.family, crate::QuantFamily::GgufType | crate::QuantFamily::GgufScheme);
+    let own = format!("params({}, {role}", m.id);
+    let any_role = format!(", {role}");
+    let mut found: Vec<String> = ds
+        .claims
+        .iter()
+        .filter(|c| c.verdict != crate::Verdict::Contradicted)
+        .filter(|c| {
+            c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains(&own)))
+                || (c.models.iter().any(|x| *x == m.id) && c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains(&any_role))))
+        })
+        .filter(|c| {
+            // A claim about GGUF files only for a GGUF format, and the other way round (from
+            // its conditions and its derivations, the same in every language's data).
+            let exprs = c.sources.iter().filter_map(|s| s.compute.as_ref());
+            let gguf = c.conditions.values().chain(exprs).any(|v| v.contains("GGUF") || v.contains("Q4_K") || v.contains("Q8_0"));
+            gguf == is_gguf(q)
+        })
+        .take(2)
+        .map(|c| c.id.clone())
+        .collect();
+    if found.is_empty() {
+        let generic = if is_gguf(q) {
+            if q.bits >= 8.0 { "bits-per-weight-q8-0" } else { "bits-per-weight-q4-k-m" }
+        } else if q.bits >= 32.0 {
+            "bytes-per-param-fp32"
+        } else if q.bits >= 16.0 {
+            "bytes-per-param-16bit"
+        } else {
+            "bytes-per-param-8bit"
+        };
+        found.push(generic.to_string());
+    }
+    // The rule that a checkpoint file is not its runtime memory, for the models it names.
+    if role == "denoiser" && ds.claim("checkpoint-file-size-vs-runtime-vram").is_some_and(|c| c.models.iter().any(|x| *x == m.id)) {
+        found.push("checkpoint-file-size-vs-runtime-vram".into());
+    }
+    found
+}
+
 fn bytes_of(ds: &Dataset, fmt: &str, field: &str) -> Result<f64, String> {
     Ok(quant(ds, fmt, field)?.bytes_per_weight())
 }
@@ -188,53 +233,7 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
     let te_act = te_weights * claim_number(ds, "fit-text-encoder-working-set")? / 100.0;
     let te_on_gpu = d.text_encoders == Placement::Gpu;
 
-    // Each weights term cites the claims about this model's component in this kind of format:
-    // derivations over `params(<model>, <role>)` (or claims naming the model that derive the same
-    // role), a GGUF claim only for a GGUF format and a float one only for a float format; when the
-    // dataset has none for the model, the claim that gives the format's bytes per parameter.
-    let is_gguf = |q: &crate::Quant| matches!(q.family, crate::QuantFamily::GgufType | crate::QuantFamily::GgufScheme);
-    let about = |role: &str, q: &crate::Quant| -> Vec<String> {
-        if !cite {
-            return Vec::new();
-        }
-        let own = format!("params({}, {role}", m.id);
-        let any_role = format!(", {role}");
-        let mut found: Vec<String> = ds
-            .claims
-            .iter()
-            .filter(|c| c.verdict != crate::Verdict::Contradicted)
-            .filter(|c| {
-                c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains(&own)))
-                    || (c.models.iter().any(|x| *x == m.id) && c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains(&any_role))))
-            })
-            .filter(|c| {
-                // A claim about GGUF files only for a GGUF format, and the other way round (from
-                // its conditions and its derivations, the same in every language's data).
-                let exprs = c.sources.iter().filter_map(|s| s.compute.as_ref());
-                let gguf = c.conditions.values().chain(exprs).any(|v| v.contains("GGUF") || v.contains("Q4_K") || v.contains("Q8_0"));
-                gguf == is_gguf(q)
-            })
-            .take(2)
-            .map(|c| c.id.clone())
-            .collect();
-        if found.is_empty() {
-            let generic = if is_gguf(q) {
-                if q.bits >= 8.0 { "bits-per-weight-q8-0" } else { "bits-per-weight-q4-k-m" }
-            } else if q.bits >= 32.0 {
-                "bytes-per-param-fp32"
-            } else if q.bits >= 16.0 {
-                "bytes-per-param-16bit"
-            } else {
-                "bytes-per-param-8bit"
-            };
-            found.push(generic.to_string());
-        }
-        // The rule that a checkpoint file is not its runtime memory, for the models it names.
-        if role == "denoiser" && ds.claim("checkpoint-file-size-vs-runtime-vram").is_some_and(|c| c.models.iter().any(|x| *x == m.id)) {
-            found.push("checkpoint-file-size-vs-runtime-vram".into());
-        }
-        found
-    };
+    let about = |role: &str, q: &crate::Quant| if cite { weight_claims(ds, m, role, q) } else { Vec::new() };
     let te_q = quant(ds, &te_fmt, "text_encoder_precision")?;
     let w_owned = about("denoiser", den_fmt);
     let te_owned = about("text-encoder", te_q);
