@@ -9,43 +9,10 @@ use headroom_i18n::{fmt, k};
 use leptos::ev;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::JsFuture;
 
 use crate::pages::{Body, Bundle, NotFoundBody, Page};
 use crate::routes::Route;
 use crate::ui::LANG_KEY;
-
-pub(crate) async fn fetch_text(url: &str) -> Result<String, String> {
-    let window = web_sys::window().ok_or("no window")?;
-    let resp = JsFuture::from(window.fetch_with_str(url)).await.map_err(|e| format!("{url}: {e:?}"))?;
-    let resp: web_sys::Response = resp.dyn_into().map_err(|_| format!("{url}: not a response"))?;
-    if !resp.ok() {
-        return Err(format!("{url}: HTTP {}", resp.status()));
-    }
-    let body = JsFuture::from(resp.text().map_err(|e| format!("{e:?}"))?).await.map_err(|e| format!("{e:?}"))?;
-    body.as_string().ok_or_else(|| format!("{url}: body is not text"))
-}
-
-/// A bundle's data for one language.
-async fn dataset(bundle: Bundle, lang: Lang) -> Result<Arc<Dataset>, String> {
-    let url = bundle.data_url(lang);
-    let body = fetch_text(&url).await?;
-    Dataset::from_json(&body).map(Arc::new).map_err(|e| format!("{url}: {e}"))
-}
-
-/// The UI strings of one language for the bundle (`pages::ui_url`), once per page life.
-async fn strings(bundle: Bundle, lang: Lang) -> Result<(), String> {
-    if headroom_i18n::is_loaded(lang) {
-        return Ok(());
-    }
-    headroom_i18n::load(lang, &fetch_text(&crate::pages::ui_url(bundle, lang)).await?)
-}
-
-/// What a page needs before it renders: its language's strings and data, fetched together.
-async fn page_data(bundle: Bundle, lang: Lang) -> Result<Arc<Dataset>, String> {
-    let (ui, ds) = futures::future::join(strings(bundle, lang), dataset(bundle, lang)).await;
-    ui.and(ds)
-}
 
 /// A performance mark, once per page life (the size benchmark reads them); whether it was made
 /// now.
@@ -61,21 +28,6 @@ fn drop_prerendered() {
     if let Some(old) = document().get_element_by_id("prerendered") {
         old.remove();
     }
-}
-
-/// Every claim's details in one language: note, origins, sources with passages, history
-/// (`/data/details-<lang>.json`).
-pub async fn details(lang: Lang) -> Result<std::collections::BTreeMap<String, headroom_core::ClaimDetail>, String> {
-    let url = format!("/data/details-{}.json", lang.code());
-    let body = fetch_text(&url).await?;
-    serde_json::from_str(&body).map_err(|e| format!("{url}: {e}"))
-}
-
-/// The rendered guides of one language (`/data/guides-<lang>.json`).
-pub async fn guides(lang: Lang) -> Result<Vec<headroom_core::guides::Guide>, String> {
-    let url = format!("/data/guides-{}.json", lang.code());
-    let body = fetch_text(&url).await?;
-    serde_json::from_str(&body).map_err(|e| format!("{url}: {e}"))
 }
 
 fn saved_lang() -> Option<Lang> {
@@ -159,7 +111,7 @@ pub fn App(bundle: Bundle, body: Body) -> impl IntoView {
             return;
         }
         leptos::task::spawn_local(async move {
-            let r = page_data(bundle, l).await;
+            let r = crate::api::page_data(bundle, l).await;
             mark_once("headroom-data");
             if lang.get_untracked() == l {
                 data.set(Some((l, r)));

@@ -12,4 +12,6 @@ pub mod routes;
 pub mod ui;
 
 #[cfg(feature = "csr")]
+pub mod api;
+#[cfg(feature = "csr")]
 pub mod app;

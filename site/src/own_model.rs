@@ -125,7 +125,7 @@ mod browser {
     async fn catalog() -> Result<String, String> {
         let path = leptos::prelude::window().location().pathname().unwrap_or_default();
         let lang = crate::routes::Route::parse(&path).map(|(l, _)| l).unwrap_or(headroom_core::Lang::En);
-        crate::app::fetch_text(&crate::pages::Bundle::Calculator.data_url(lang)).await
+        crate::api::fetch_text(&crate::pages::Bundle::Calculator.data_url(lang)).await
     }
 
     /// A file read earlier that needs its config.json: its description with that config.

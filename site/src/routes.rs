@@ -101,3 +101,54 @@ pub fn site_url() -> String {
     }
     SITE_URL.get().cloned().unwrap_or_else(|| "http://127.0.0.1:8080".into())
 }
+
+/// The browser app comes in three bundles built from this crate: the calculator (`calc`, the
+/// page a first visit most often opens), the allocator lab (`lab`) and every other page (`app`).
+/// Each renders only its own routes, so none carries another's code; links between them are
+/// normal navigations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bundle {
+    Calculator,
+    Lab,
+    Pages,
+}
+
+impl Bundle {
+    /// The bundle that renders a route.
+    pub fn of(route: &Route) -> Bundle {
+        match route {
+            Route::Calculator => Bundle::Calculator,
+            Route::Allocator => Bundle::Lab,
+            _ => Bundle::Pages,
+        }
+    }
+
+    /// Its file name stem in site/dist (`cargo xtask dist`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Bundle::Calculator => "calc",
+            Bundle::Lab => "lab",
+            Bundle::Pages => "app",
+        }
+    }
+
+    /// Where its data for a language is (`dataset build` writes them): the calculator's part
+    /// (`Dataset::for_calculator`) or the compact dataset every other page reads (the lab too:
+    /// GPUs, aggregates, claims, allocator settings).
+    pub fn data_url(self, lang: Lang) -> String {
+        match self {
+            Bundle::Calculator => format!("/data/calc-{}.json", lang.code()),
+            Bundle::Lab | Bundle::Pages => format!("/data/{}.json", lang.code()),
+        }
+    }
+}
+
+/// Where a language's UI strings are (`dataset build` writes them; the browser build of
+/// headroom-i18n loads them): the calculator's table leaves out the other pages' strings
+/// (`headroom_i18n::CALCULATOR_OMITS`).
+pub fn ui_url(bundle: Bundle, lang: Lang) -> String {
+    match bundle {
+        Bundle::Calculator => format!("/data/ui-calc-{}.json", lang.code()),
+        Bundle::Lab | Bundle::Pages => format!("/data/ui-{}.json", lang.code()),
+    }
+}

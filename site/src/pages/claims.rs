@@ -141,7 +141,7 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
     if detail.get_untracked().is_none() {
         let id = c.id.clone();
         leptos::task::spawn_local(async move {
-            if let Ok(mut all) = crate::app::details(lang).await {
+            if let Ok(mut all) = crate::api::details(lang).await {
                 detail.set(all.remove(&id));
             }
         });

@@ -57,7 +57,7 @@ pub fn GuidePage(lang: Lang, ds: Data, slug: String) -> impl IntoView {
     if guide.get_untracked().is_none() {
         let slug = slug.clone();
         leptos::task::spawn_local(async move {
-            let found = crate::app::guides(lang).await.and_then(|all| {
+            let found = crate::api::guides(lang).await.and_then(|all| {
                 all.into_iter().find(|g| g.slug == slug).ok_or_else(|| format!("guides-{}.json has no `{slug}`", lang.code()))
             });
             guide.set(Some(found));
