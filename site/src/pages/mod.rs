@@ -1,17 +1,20 @@
 //! The pages. Each takes the language and the dataset as props.
 
+pub mod about;
 pub mod calc;
 pub mod claims;
 pub mod gpus;
 pub mod guides;
+pub mod home;
 pub mod lab;
+pub mod probe;
 
-use headroom_core::{Lang, Verdict};
-use headroom_i18n::{fmt, k, t};
+use headroom_core::Lang;
+use headroom_i18n::{k, t};
 use leptos::prelude::*;
 
 use crate::routes::Route;
-use crate::ui::{ClaimRef, Data, Layout};
+use crate::ui::{Data, Layout};
 
 /// The title of a route, for `<title>` and OpenGraph.
 pub fn title(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> String {
@@ -79,7 +82,7 @@ pub fn lab_body(lang: Lang, route: Route, ds: Data, _query: String) -> AnyView {
 /// The other pages' body.
 pub fn pages_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView {
     match route {
-        Route::Home => view! { <Home lang=lang ds=ds.clone() /> }.into_any(),
+        Route::Home => view! { <home::Home lang=lang ds=ds.clone() /> }.into_any(),
         Route::Claims => view! { <claims::ClaimList lang=lang ds=ds.clone() query=query /> }.into_any(),
         Route::Claim(id) => match ds.claim_by_url(&id) {
             Some(c) => view! { <claims::ClaimPage lang=lang ds=ds.clone() claim=c.clone() /> }.into_any(),
@@ -91,8 +94,8 @@ pub fn pages_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView 
             true => view! { <guides::GuidePage lang=lang ds=ds.clone() slug=slug /> }.into_any(),
             false => view! { <NotFoundBody lang=lang /> }.into_any(),
         },
-        Route::Probe => view! { <Probe lang=lang ds=ds.clone() /> }.into_any(),
-        Route::About => view! { <About lang=lang ds=ds.clone() /> }.into_any(),
+        Route::Probe => view! { <probe::Probe lang=lang ds=ds.clone() /> }.into_any(),
+        Route::About => view! { <about::About lang=lang ds=ds.clone() /> }.into_any(),
         Route::Calculator | Route::Allocator => view! { <NotFoundBody lang=lang /> }.into_any(),
     }
 }
@@ -113,108 +116,6 @@ pub fn Page(lang: Lang, route: Route, ds: Data, #[prop(optional)] query: Option<
     let title = title(lang, &route, &ds);
     let content = body(lang, route.clone(), ds.clone(), query.unwrap_or_default());
     view! { <Layout lang=lang route=route title=title ds=ds>{content}</Layout> }
-}
-
-#[component]
-fn Home(lang: Lang, ds: Data) -> impl IntoView {
-    let calc = Route::Calculator.path(lang);
-    let tasks = [
-        (k::HOME_TASK_LLM, k::HOME_TASK_LLM_DESC, format!("{calc}?kind=llm-inference")),
-        (k::HOME_TASK_TRAIN, k::HOME_TASK_TRAIN_DESC, format!("{calc}?kind=training")),
-        (k::HOME_TASK_IMAGE, k::HOME_TASK_IMAGE_DESC, format!("{calc}?kind=diffusion")),
-        (k::HOME_TASK_OOM, k::HOME_TASK_OOM_DESC, format!("{}?topic=oom-message", Route::Claims.path(lang))),
-    ];
-    let featured = ds.claims.iter().find(|c| c.verdict == Verdict::Contradicted).or(ds.claims.first()).cloned();
-    view! {
-        <h1>{t(lang, k::HOME_TITLE)}</h1>
-        <p class="lead">{t(lang, k::HOME_LEAD)}</p>
-        <h2>{t(lang, k::HOME_TASKS)}</h2>
-        <ul class="tasks">
-            {tasks.into_iter().map(|(title, desc, href)| view! {
-                <li><a class="task" href=href><strong>{t(lang, title)}</strong><span>{t(lang, desc)}</span></a></li>
-            }).collect_view()}
-        </ul>
-        {featured.map(|c| view! {
-            <section class="card" id="claim-card">
-                <h2>{t(lang, k::HOME_CLAIM_HEADING)}</h2>
-                <claims::ClaimSummary lang=lang claim=c />
-                <p class="muted">{fmt(lang, k::HOME_CLAIMS_COUNT, &[("count", &ds.claims.len().to_string())])}</p>
-            </section>
-        })}
-    }
-}
-
-#[component]
-fn Probe(lang: Lang, ds: Data) -> impl IntoView {
-    use headroom_core::catalog::WantedPlatform;
-    // Measurements the probe cannot make, by platform (`measurements/wanted.toml`).
-    let platform = |p: WantedPlatform, heading| {
-        let items: Vec<_> = ds.wanted.iter().filter(|w| w.platform == p).cloned().collect();
-        let ds = ds.clone();
-        view! {
-            <h3>{t(lang, heading)}</h3>
-            <ul class="wanted">
-                {items.into_iter().map(|w| { let ds = ds.clone(); view! {
-                    <li data-claim=w.claim.clone()>
-                        <crate::ui::ClaimRef lang=lang ds=ds id=w.claim.clone() />
-                        <pre><code>{w.command.clone()}</code></pre>
-                        <p>{w.look_for.get(lang).to_string()}</p>
-                    </li>
-                }}).collect_view()}
-            </ul>
-        }
-    };
-    view! {
-        <h1>{t(lang, k::PROBE_TITLE)}</h1>
-        <p class="lead">{t(lang, k::PROBE_LEAD)}</p>
-        <h2>{t(lang, k::PROBE_HOW)}</h2>
-        <p>{t(lang, k::PROBE_HOW_TEXT)}</p>
-        <pre><code>"cargo run --release -p probe\ncargo run --release -p probe -- --json --out report.json"</code></pre>
-        <h2>{t(lang, k::PROBE_MEASURES)}</h2>
-        <ul>
-            <li>{t(lang, k::PROBE_M_IDENTITY)}</li>
-            <li>{t(lang, k::PROBE_M_CAPACITY)}</li>
-            <li>{t(lang, k::PROBE_M_MORE)}" "<a href=Route::Allocator.path(lang)>{t(lang, k::NAV_ALLOCATOR)}</a></li>
-        </ul>
-        <h2>{t(lang, k::PROBE_EXIT_CODES)}</h2>
-        <p>{t(lang, k::PROBE_EXIT_TEXT)}</p>
-        <h2>{t(lang, k::PROBE_RESULTS)}</h2>
-        <p>{t(lang, k::PROBE_NO_RESULTS)}</p>
-        <section id="wanted">
-            <h2>{t(lang, k::PROBE_WANTED)}</h2>
-            <p>{t(lang, k::PROBE_WANTED_TEXT)}</p>
-            {platform(WantedPlatform::Apple, k::PROBE_WANTED_APPLE)}
-            {platform(WantedPlatform::Amd, k::PROBE_WANTED_AMD)}
-            <p>{t(lang, k::PROBE_WANTED_SEND)}</p>
-        </section>
-    }
-}
-
-#[component]
-fn About(lang: Lang, ds: Data) -> impl IntoView {
-    let rule = |v: Verdict, key| {
-        let example = ds.claims.iter().find(|c| c.verdict == v).map(|c| c.id.clone());
-        let ds = ds.clone();
-        view! {
-            <dt><crate::ui::VerdictBadge lang=lang verdict=v /></dt>
-            <dd>
-                {t(lang, key)}
-                {example.map(|id| view! { <br /><ClaimRef lang=lang ds=ds id=id /> })}
-            </dd>
-        }
-    };
-    view! {
-        <h1>{t(lang, k::ABOUT_TITLE)}</h1>
-        <p class="lead">{t(lang, k::ABOUT_LEAD)}</p>
-        <dl class="rules">
-            {rule(Verdict::Verified, k::ABOUT_VERIFIED)}
-            {rule(Verdict::Qualified, k::ABOUT_QUALIFIED)}
-            {rule(Verdict::Unverified, k::ABOUT_UNVERIFIED)}
-            {rule(Verdict::Contradicted, k::ABOUT_CONTRADICTED)}
-        </dl>
-        <p>{t(lang, k::ABOUT_SOURCES)}</p>
-        <p>{t(lang, k::ABOUT_ENGINE)}</p>
-    }
 }
 
 /// The whole "page not found" page in one language (the prerenderer writes one per language).
