@@ -803,7 +803,7 @@ mod tests {
             ApiError::RequestTimeout,
             ApiError::RateLimited { retry_after: 7 },
             ApiError::Unavailable("SQLITE_BUSY: database is locked at /srv/db.sqlite3".into()),
-            ApiError::Internal("thread panicked at src/serve.rs:12".into()),
+            ApiError::Internal("a blocking task failed: cancelled at src/serve.rs:12 (test)".into()),
         ];
         for e in errors {
             let (status, code) = (e.status(), e.code());
