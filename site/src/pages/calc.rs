@@ -76,14 +76,6 @@ pub fn compute(
 
 /// Whether the state's workload can be spread over several GPUs (llama.cpp, Ollama and vLLM
 /// inference; training).
-fn multi_gpu(s: &State) -> bool {
-    match s.get("kind").and_then(Value::as_str) {
-        Some("training") => true,
-        Some("diffusion") => false,
-        _ => s.get("engine").and_then(Value::as_str).is_some_and(|e| e != "transformers"),
-    }
-}
-
 /// The card and the other cards in the same machine (`cards`: catalog ids or sizes, comma-separated).
 fn machine_cards(ds: &headroom_core::Dataset, s: &State, card: Card) -> Result<Vec<Card>, String> {
     let mut out = vec![card];
@@ -212,8 +204,7 @@ fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
                 keyed(lang, &[("", k::CALC_FSDP_NONE), ("full", k::CALC_FSDP_FULL), ("shard-grad-op", k::CALC_FSDP_SHARD_GRAD_OP), ("hybrid", k::CALC_FSDP_HYBRID)]),
             ));
             // Offload is offered once the model states are sharded (DeepSpeed ZeRO or FSDP).
-            let zero = s.get("zero").and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|x| x.parse().ok()))).unwrap_or(0);
-            if zero > 0 || !get("fsdp").is_empty() || !get("cpu_offload").is_empty() {
+            if headroom_core::fit::form::offers_cpu_offload(s) {
                 c.push(Ctl::Select(
                     "cpu_offload",
                     k::CALC_CPU_OFFLOAD,
@@ -1810,7 +1801,7 @@ fn CardPicker(
                     } />
                 </div>
             }})}
-            {move || state.with(multi_gpu).then(|| { let cards = cards3.clone(); view! {
+            {move || state.with(headroom_core::fit::form::offers_more_cards).then(|| { let cards = cards3.clone(); view! {
                 <div class="field">
                     <label for="c-cards">{t(lang, k::CALC_CARDS)}</label>
                     <select id="c-cards" aria-describedby="c-cards-hint" prop:value=move || state.with(|s| s.get("cards").and_then(|c| c.as_str()).unwrap_or("").to_string()) on:change=move |ev| {

@@ -9,6 +9,7 @@
 
 pub mod accuracy;
 pub mod diffusion;
+pub mod form;
 pub mod levers;
 pub mod llamacpp;
 mod llm;
