@@ -20,3 +20,8 @@ mod tests {
         assert_eq!(gib(1.5 * 1024.0 * 1024.0 * 1024.0, Lang::Zh), "1.50 GiB");
     }
 }
+
+/// A number typed in a field, with a decimal comma or point (`1,5`, `1.5`), or None.
+pub fn typed_number(s: &str) -> Option<f64> {
+    headroom_core::format::parse_decimal(&s.replace(',', "."))
+}

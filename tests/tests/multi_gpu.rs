@@ -158,10 +158,14 @@ fn data_parallel_training_holds_the_same_share_on_every_gpu() {
     let params = one.architecture.as_ref().unwrap().params as f64;
     assert!((term(&ddp.breakdown, "ddp-gradient-buckets") as f64 - 2.0 * params).abs() < 2.0);
     assert!(ddp.breakdown.iter().find(|t| t.term == "ddp-gradient-buckets").unwrap().claims.contains(&"pytorch-ddp-gradient-buckets".to_string()));
-    // FSDP full shard: the weights a quarter, two gathered layers beside them.
+    // FSDP full shard: the weights a quarter, and beside them the root unit gathered whole in
+    // bf16 (Llama 3.1 8B: embeddings and output head, untied).
     let fsdp = train(json!({"gpus": 4, "fsdp": "full"})).unwrap();
     assert!((term(&fsdp.breakdown, "weights") as f64 - 2.0 * params / 4.0).abs() < 2.0);
-    assert!(term(&fsdp.breakdown, "fsdp-gathered-layers") > 0);
+    let a = fsdp.architecture.as_ref().unwrap();
+    assert!(!a.tied_embeddings);
+    let root = 2.0 * (a.vocab as f64 * a.hidden as f64) * 2.0;
+    assert!((term(&fsdp.breakdown, "fsdp-gathered-layers") as f64 - root).abs() < 2.0, "{:?}", fsdp.breakdown);
     assert!(fsdp.peak_bytes < ddp.peak_bytes && fsdp.peak_bytes < one.peak_bytes);
     // Hybrid shard over groups of 2: half the weights.
     let hybrid = train(json!({"gpus": 4, "fsdp": "hybrid", "shard_gpus": 2})).unwrap();

@@ -10,7 +10,7 @@ use headroom_i18n::{Key, fmt, k, t};
 use leptos::prelude::*;
 use serde_json::{Value, json};
 
-use crate::fmt::gib;
+use crate::fmt::{gib, typed_number};
 use crate::own_model::{CUSTOM, HUB_PREFIX, HubError, HubModels};
 use crate::ui::{ClaimRef, Data, term_label};
 
@@ -420,11 +420,6 @@ fn set_field(ds: &headroom_core::Dataset, s: &mut State, field: &str, value: Val
     } else {
         s.insert(field.into(), value);
     }
-}
-
-/// A number typed in a field, with a decimal comma or point.
-fn typed_number(s: &str) -> Option<f64> {
-    parse_decimal(&s.replace(',', "."))
 }
 
 /// The text a number input shows for a state value: what the reader typed when it means the same

@@ -490,7 +490,7 @@ fn progress_value(stage: &Stage) -> f64 {
 
 /// GiB as typed (`0`, `1.5`, `1,5`); `None` for anything else.
 pub fn parse_gib(s: &str) -> Option<u64> {
-    let v = headroom_core::format::parse_decimal(&s.replace(',', "."))?;
+    let v = crate::fmt::typed_number(&s)?;
     (v.is_finite() && v >= 0.0).then(|| (v * (1u64 << 30) as f64) as u64)
 }
 

@@ -49,7 +49,7 @@ fn projection_dims(m: &Llm) -> [(&'static str, f64, f64); 7] {
 fn pinned_rounding(m: &Llm, shards: f64, bytes: f64) -> f64 {
     let pinned = |rows: f64, cols: f64| {
         let b = ((rows / shards).ceil() * cols * bytes).max(1.0);
-        (b as u64).next_power_of_two() as f64
+        (b as u64).checked_next_power_of_two().map_or(b, |p| p as f64)
     };
     let layer: f64 = projection_dims(m).iter().map(|(_, i, o)| pinned(*o, *i)).sum();
     let layer_bytes: f64 = projection_dims(m).iter().map(|(_, i, o)| (o / shards).ceil() * i * bytes).sum();
