@@ -2,7 +2,7 @@
 //! claim references, and the mapping of data codes to UI strings.
 
 use headroom_core::fit::TermId;
-use headroom_core::{Claim, Dataset, Lang, SourceKind, Verdict};
+use headroom_core::{Claim, Dataset, Lang, SourceKind, Topic, Verdict};
 use headroom_i18n::{fmt, k, t, Key};
 use leptos::prelude::*;
 use std::sync::Arc;
@@ -23,22 +23,17 @@ pub fn verdict_key(v: Verdict) -> Key {
     }
 }
 
-pub fn topic_key(topic: &str) -> Option<Key> {
-    Some(match topic {
-        "allocator" => k::TOPIC_ALLOCATOR,
-        "oom-message" => k::TOPIC_OOM_MESSAGE,
-        "diagnostics" => k::TOPIC_DIAGNOSTICS,
-        "diffusion" => k::TOPIC_DIFFUSION,
-        "video" => k::TOPIC_VIDEO,
-        "llm-inference" => k::TOPIC_LLM_INFERENCE,
-        "training" => k::TOPIC_TRAINING,
-        "hardware" => k::TOPIC_HARDWARE,
-        _ => return None,
-    })
-}
-
-pub fn topic_label(lang: Lang, topic: &str) -> String {
-    topic_key(topic).map(|key| t(lang, key).to_string()).unwrap_or_else(|| topic.to_string())
+pub fn topic_key(topic: Topic) -> Key {
+    match topic {
+        Topic::Allocator => k::TOPIC_ALLOCATOR,
+        Topic::OomMessage => k::TOPIC_OOM_MESSAGE,
+        Topic::Diagnostics => k::TOPIC_DIAGNOSTICS,
+        Topic::Diffusion => k::TOPIC_DIFFUSION,
+        Topic::Video => k::TOPIC_VIDEO,
+        Topic::LlmInference => k::TOPIC_LLM_INFERENCE,
+        Topic::Training => k::TOPIC_TRAINING,
+        Topic::Hardware => k::TOPIC_HARDWARE,
+    }
 }
 
 pub fn source_kind_key(kind: SourceKind) -> Key {
@@ -148,7 +143,7 @@ pub fn truth(c: &Claim, lang: Lang) -> Option<(&'static str, String)> {
 #[component]
 pub fn VerdictBadge(lang: Lang, verdict: Verdict) -> impl IntoView {
     view! {
-        <span class=format!("badge {}", verdict.code()) data-verdict=verdict.code()>
+        <span class=format!("badge {}", verdict.as_str()) data-verdict=verdict.as_str()>
             {t(lang, verdict_key(verdict))}
         </span>
     }

@@ -126,8 +126,8 @@ fn every_term_cites_claims_about_that_term_engine_and_model() {
                 if !ct.is_empty() && !ct.iter().any(|x| tools.contains(&x.as_str())) {
                     why.push(format!("for {ct:?}"));
                 }
-                if !topic_ok(kind, t.term.as_str(), &c.topic) {
-                    why.push(format!("topic {}", c.topic));
+                if !topic_ok(kind, t.term.as_str(), c.topic.map_or("", |x| x.as_str())) {
+                    why.push(format!("topic {:?}", c.topic));
                 }
                 let engine = w["engine"].as_str().unwrap_or("");
                 if !why.is_empty() && !KNOWN.contains(&(engine, t.term.as_str(), id.as_str())) {

@@ -165,14 +165,14 @@ pub fn claims(dir: &Path, json: bool) -> Result<(), String> {
             println!(
                 "{:<width$}  {:<12}  {:<13}  {}",
                 c.id,
-                c.verdict.code(),
-                c.topic,
+                c.verdict.as_str(),
+                c.topic.map_or("", |x| x.as_str()),
                 c.statement.en
             );
         }
         let mut counts = std::collections::BTreeMap::new();
         for c in &loaded.dataset.claims {
-            *counts.entry(c.verdict.code()).or_insert(0) += 1;
+            *counts.entry(c.verdict.as_str()).or_insert(0) += 1;
         }
         let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
         println!(

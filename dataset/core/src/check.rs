@@ -35,10 +35,6 @@ impl fmt::Display for Problem {
     }
 }
 
-/// Topics a claim may have.
-pub const TOPICS: [&str; 8] =
-    ["allocator", "oom-message", "diagnostics", "diffusion", "video", "llm-inference", "training", "hardware"];
-
 /// Units a value or a derivation may have (KB…TB decimal, KiB…TiB binary).
 pub const UNITS: [&str; 32] = [
     "B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "GB/s", "TB/s", "bit", "bits/weight", "bytes/param",
@@ -220,8 +216,9 @@ fn check_claim(c: &Claim, ds: &Dataset) -> Vec<String> {
     {
         out.push("id must be lowercase letters, digits, '.' and '-'".to_string());
     }
-    if c.topic.trim().is_empty() {
-        out.push("topic is empty".to_string());
+    if c.topic.is_none() {
+        let topics: Vec<&str> = crate::Topic::ALL.iter().map(|t| t.as_str()).collect();
+        out.push(format!("topic is missing (topics: {})", topics.join(", ")));
     }
     for (field, text) in [("statement", Some(&c.statement)), ("note", Some(&c.note)), ("correction", c.correction.as_ref())] {
         if let Some(text) = text {
@@ -244,9 +241,6 @@ fn check_claim(c: &Claim, ds: &Dataset) -> Vec<String> {
     if c.sources.is_empty() {
         out.push("no sources".to_string());
     }
-    if !TOPICS.contains(&c.topic.as_str()) {
-        out.push(format!("unknown topic `{}` (topics: {})", c.topic, TOPICS.join(", ")));
-    }
     if let Some(v) = &c.value {
         if !UNITS.contains(&v.unit.as_str()) {
             out.push(format!("unknown unit `{}` (units: {})", v.unit, UNITS.join(" ")));
@@ -264,7 +258,7 @@ fn check_claim(c: &Claim, ds: &Dataset) -> Vec<String> {
         }
     }
     for (i, s) in c.sources.iter().enumerate() {
-        out.extend(check_source(s).into_iter().map(|m| format!("sources[{i}] ({}): {m}", s.kind.code())));
+        out.extend(check_source(s).into_iter().map(|m| format!("sources[{i}] ({}): {m}", s.kind.as_str())));
     }
     out.extend(verdict_rules(c, ds));
     out
@@ -524,7 +518,7 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
     if !community_inputs.is_empty() && c.verdict != Verdict::Unverified && !primary {
         out.push(format!(
             "{} rests on a derivation over values only community pages back ({}): back them with a primary source (`backs` on a vendor or publisher source), or give the verdict community evidence supports (unverified)",
-            c.verdict.code(),
+            c.verdict.as_str(),
             community_inputs.join("; ")
         ));
     }
@@ -550,12 +544,12 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
         )),
         Verdict::Qualified | Verdict::Contradicted => {
             if c.correction.is_none() {
-                out.push(format!("{} needs `correction`: the precise, correct statement", c.verdict.code()));
+                out.push(format!("{} needs `correction`: the precise, correct statement", c.verdict.as_str()));
             }
             if !evidence {
                 out.push(format!(
                     "{} needs counter-evidence: a primary source, a derivation or measurements from at least {MIN_INDEPENDENT_MEASUREMENTS} independent submitters",
-                    c.verdict.code()
+                    c.verdict.as_str()
                 ));
             }
         }
@@ -573,8 +567,8 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
         None => out.push("history is empty: record at least the first verdict".to_string()),
         Some(last) if last.to != c.verdict => out.push(format!(
             "history ends at {} but the verdict is {}",
-            last.to.code(),
-            c.verdict.code()
+            last.to.as_str(),
+            c.verdict.as_str()
         )),
         _ => {}
     }
@@ -589,7 +583,7 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
         if i > 0 {
             let prev = &c.history[i - 1];
             if h.from != Some(prev.to) {
-                out.push(format!("history[{i}]: from must be {} (the previous entry's to)", prev.to.code()));
+                out.push(format!("history[{i}]: from must be {} (the previous entry's to)", prev.to.as_str()));
             }
             if h.date < prev.date {
                 out.push(format!("history[{i}]: dates go backwards"));

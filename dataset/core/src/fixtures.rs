@@ -28,7 +28,7 @@ pub fn source(kind: SourceKind) -> Source {
 pub fn claim(verdict: Verdict, sources: Vec<Source>) -> Claim {
     Claim {
         id: "c".into(),
-        topic: "allocator".into(),
+        topic: Some(crate::Topic::Allocator),
         statement: text("s"),
         value: None,
         conditions: Default::default(),

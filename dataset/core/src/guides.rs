@@ -184,7 +184,7 @@ fn reference(ds: &Dataset, lang: Lang, inner: &str, verdict_label: &dyn Fn(Verdi
         }
         other => return Err(format!("`{{{{{inner}}}}}`: unknown form `:{other}` (use :claimed or :correct)")),
     };
-    let code = verdict.code();
+    let code = verdict.as_str();
     let html = format!(
         "<a class=\"cref\" href=\"/{}/claims/{}/\" data-claim=\"{}\"><span class=\"{class}\">{}</span> <span class=\"badge {code}\" data-verdict=\"{code}\">{}</span></a>",
         lang.code(),
@@ -359,7 +359,7 @@ mod render {
                                 if !claims.contains(&c.id) {
                                     claims.push(c.id.clone());
                                 }
-                                let code = c.verdict.code();
+                                let code = c.verdict.as_str();
                                 (
                                     format!("/{}/claims/{cid}/", lang.code()),
                                     Some(format!(" <span class=\"badge {code}\" data-verdict=\"{code}\">{}</span>", esc(&verdict_label(c.verdict)))),
@@ -582,7 +582,7 @@ mod render_tests {
     use super::*;
 
     fn label(v: Verdict) -> String {
-        v.code().to_uppercase()
+        v.as_str().to_uppercase()
     }
 
     fn ds() -> Dataset {
@@ -610,7 +610,7 @@ mod render_tests {
         assert!(html.contains(&format!("<h2 id=\"part-one\">Part one</h2>")), "{html}");
         assert!(html.contains(&format!("href=\"/pt/claims/{}/\"", c.id)), "{html}");
         assert!(html.contains(&crate::format::value(c.value.as_ref().unwrap(), Lang::Pt)), "{html}");
-        assert!(html.contains(&format!("data-verdict=\"{}\">{}</span>", c.verdict.code(), label(c.verdict))), "{html}");
+        assert!(html.contains(&format!("data-verdict=\"{}\">{}</span>", c.verdict.as_str(), label(c.verdict))), "{html}");
         assert_eq!(g[0].claims, vec![c.id.clone()]);
     }
 

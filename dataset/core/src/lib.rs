@@ -11,9 +11,18 @@
 #[macro_export]
 macro_rules! string_enum {
     ($ty:ident { $($variant:ident = $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+
+            /// The name the JSON and TOML files write.
+            pub fn as_str(&self) -> &'static str {
+                match self { $($ty::$variant => $name),+ }
+            }
+        }
         impl serde::Serialize for $ty {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(match self { $($ty::$variant => $name),+ })
+                s.serialize_str(self.as_str())
             }
         }
         impl<'de> serde::Deserialize<'de> for $ty {

@@ -278,6 +278,16 @@ why = { pt = "a", es = "b", zh = "c", it = "d", en = "first review" }
     }
 
     #[test]
+    fn a_topic_outside_the_list_or_missing_names_the_line_and_the_topics() {
+        let problems = load(&files(&GOOD.replace("topic = \"allocator\"", "topic = \"alocator\""))).unwrap_err();
+        let msg = problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n");
+        assert!(msg.contains("line 4") && msg.contains("alocator") && msg.contains("oom-message"), "{msg}");
+        let problems = load(&files(&GOOD.replace("topic = \"allocator\"\n", ""))).unwrap_err();
+        let msg = problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n");
+        assert!(msg.contains("topic is missing") && msg.contains("llm-inference"), "{msg}");
+    }
+
+    #[test]
     fn duplicate_ids_across_files_are_reported() {
         let mut f = files(GOOD);
         f.push(("claims/b.toml".to_string(), GOOD.to_string()));

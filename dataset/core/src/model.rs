@@ -45,19 +45,19 @@ pub enum Verdict {
 }
 crate::string_enum!(Verdict { Verified = "verified", Qualified = "qualified", Unverified = "unverified", Contradicted = "contradicted" });
 
-impl Verdict {
-    pub const ALL: [Verdict; 4] =
-        [Verdict::Verified, Verdict::Qualified, Verdict::Unverified, Verdict::Contradicted];
-
-    pub fn code(self) -> &'static str {
-        match self {
-            Verdict::Verified => "verified",
-            Verdict::Qualified => "qualified",
-            Verdict::Unverified => "unverified",
-            Verdict::Contradicted => "contradicted",
-        }
-    }
+/// What a claim is about: the claims browser filters by it and the guides' index counts by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topic {
+    Allocator,
+    OomMessage,
+    Diagnostics,
+    Diffusion,
+    Video,
+    LlmInference,
+    Training,
+    Hardware,
 }
+crate::string_enum!(Topic { Allocator = "allocator", OomMessage = "oom-message", Diagnostics = "diagnostics", Diffusion = "diffusion", Video = "video", LlmInference = "llm-inference", Training = "training", Hardware = "hardware" });
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SourceKind {
@@ -87,19 +87,6 @@ impl SourceKind {
                 | SourceKind::Paper
                 | SourceKind::VendorSpec
         )
-    }
-
-    pub fn code(self) -> &'static str {
-        match self {
-            SourceKind::OfficialDoc => "official-doc",
-            SourceKind::SourceCode => "source-code",
-            SourceKind::ModelCard => "model-card",
-            SourceKind::Paper => "paper",
-            SourceKind::VendorSpec => "vendor-spec",
-            SourceKind::Community => "community",
-            SourceKind::Measurement => "measurement",
-            SourceKind::Derivation => "derivation",
-        }
     }
 }
 
@@ -232,7 +219,9 @@ pub struct HistoryEntry {
 pub struct Claim {
     /// Stable, lowercase, `[a-z0-9-]`; part of the claim's permanent URL.
     pub id: String,
-    pub topic: String,
+    /// Required in the data files; the calculator's copy leaves it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<Topic>,
     pub statement: Text,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
@@ -561,7 +550,7 @@ impl Dataset {
             if c.verdict != Verdict::Qualified {
                 c.correction = None;
             }
-            c.topic.clear();
+            c.topic = None;
             c.history.clear();
             c.tools.clear();
             c.related.clear();

@@ -5,7 +5,7 @@ use headroom_i18n::{fmt, k, t};
 use leptos::prelude::*;
 
 use crate::routes::Route;
-use crate::ui::{breakable, source_kind_key, title_text, topic_label, ClaimRef, Data, VerdictBadge};
+use crate::ui::{breakable, source_kind_key, title_text, topic_key, ClaimRef, Data, VerdictBadge};
 
 /// Markdown, BBCode and plain-text citations of a claim. Each leads with the verdict and quotes
 /// what was said, then (contradicted) what is true or (qualified) the condition, so a snippet
@@ -68,8 +68,8 @@ pub fn ClaimList(lang: Lang, ds: Data, query: String) -> impl IntoView {
         let (v, tp, q) = (verdict.get(), topic.get(), text.get().to_lowercase());
         ds2.claims
             .iter()
-            .filter(|c| v.is_empty() || c.verdict.code() == v)
-            .filter(|c| tp.is_empty() || c.topic == tp)
+            .filter(|c| v.is_empty() || c.verdict.as_str() == v)
+            .filter(|c| tp.is_empty() || c.topic.is_some_and(|x| x.as_str() == tp))
             .filter(|c| {
                 q.is_empty()
                     || c.statement.get(lang).to_lowercase().contains(&q)
@@ -80,12 +80,13 @@ pub fn ClaimList(lang: Lang, ds: Data, query: String) -> impl IntoView {
             .collect::<Vec<_>>()
     });
     let verdict_options = Verdict::ALL
-        .into_iter()
-        .map(|v| view! { <option value=v.code()>{t(lang, crate::ui::verdict_key(v))}</option> })
+        .iter()
+        .copied()
+        .map(|v| view! { <option value=v.as_str()>{t(lang, crate::ui::verdict_key(v))}</option> })
         .collect_view();
-    let topic_options = headroom_core::check::TOPICS
-        .into_iter()
-        .map(|tp| view! { <option value=tp>{topic_label(lang, tp)}</option> })
+    let topic_options = headroom_core::Topic::ALL
+        .iter()
+        .map(|&tp| view! { <option value=tp.as_str()>{t(lang, topic_key(tp))}</option> })
         .collect_view();
     view! {
         <h1>{t(lang, k::CLAIMS_TITLE)}</h1>
@@ -150,7 +151,7 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
     view! {
         <p><a href=Route::Claims.path(lang)>{"← "}{t(lang, k::CLAIM_BACK)}</a></p>
         <article class="claim-page" data-claim-id=c.id.clone()>
-            <p class="muted">{topic_label(lang, &c.topic)}</p>
+            <p class="muted">{c.topic.map(|tp| t(lang, topic_key(tp)))}</p>
             <h1>{breakable(&title_text(&c, lang))}</h1>
             <p><VerdictBadge lang=lang verdict=c.verdict /></p>
             <dl class="claim">

@@ -19,7 +19,7 @@ pub struct Rendered(pub Arc<Vec<Guide>>);
 
 #[component]
 pub fn GuideIndex(lang: Lang, ds: Data) -> impl IntoView {
-    let topics = headroom_core::check::TOPICS;
+    let topics = headroom_core::Topic::ALL.iter().map(|&topic| (topic, ds.claims.iter().filter(|c| c.topic == Some(topic)).count()));
     view! {
         <h1>{t(lang, k::GUIDES_TITLE)}</h1>
         <p class="lead">{t(lang, k::GUIDES_LEAD)}</p>
@@ -33,12 +33,11 @@ pub fn GuideIndex(lang: Lang, ds: Data) -> impl IntoView {
         </ol>
         <h2>{t(lang, k::GUIDES_BY_TOPIC)}</h2>
         <ul class="topics">
-            {topics.into_iter().map(|topic| {
-                let n = ds.claims.iter().filter(|c| c.topic == topic).count();
-                let href = format!("{}?topic={topic}", Route::Claims.path(lang));
+            {topics.map(|(topic, n)| {
+                let href = format!("{}?topic={}", Route::Claims.path(lang), topic.as_str());
                 view! {
                     <li>
-                        <a href=href>{crate::ui::topic_label(lang, topic)}</a>
+                        <a href=href>{t(lang, crate::ui::topic_key(topic))}</a>
                         " "
                         <span class="muted">{fmt(lang, k::GUIDES_TOPIC_CLAIMS, &[("count", &n.to_string())])}</span>
                     </li>

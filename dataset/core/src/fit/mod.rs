@@ -67,38 +67,6 @@ pub enum TermId {
 }
 crate::string_enum!(TermId { Weights = "weights", KvCache = "kv-cache", Activations = "activations", Logits = "logits", Workspace = "workspace", CudaContext = "cuda-context", AllocatorHeadroom = "allocator-headroom", Gradients = "gradients", OptimizerStates = "optimizer-states", OptimizerStep = "optimizer-step", TextEncoderWeights = "text-encoder-weights", VaeWeights = "vae-weights", ComputeBuffer = "compute-buffer", GpuMemoryUtilizationHeadroom = "gpu-memory-utilization-headroom", Zero3GatheredLayer = "zero3-gathered-layer", DequantizedLayer = "dequantized-layer", AttentionMask = "attention-mask", SoftmaxCopy = "softmax-copy", PipelineCopies = "pipeline-copies", DdpGradientBuckets = "ddp-gradient-buckets", FsdpGatheredLayers = "fsdp-gathered-layers", ZeroOffload = "zero-offload" });
 
-impl TermId {
-    pub const ALL: [TermId; 22] = [TermId::Weights, TermId::KvCache, TermId::Activations, TermId::Logits, TermId::Workspace, TermId::CudaContext, TermId::AllocatorHeadroom, TermId::Gradients, TermId::OptimizerStates, TermId::OptimizerStep, TermId::TextEncoderWeights, TermId::VaeWeights, TermId::ComputeBuffer, TermId::GpuMemoryUtilizationHeadroom, TermId::Zero3GatheredLayer, TermId::DequantizedLayer, TermId::AttentionMask, TermId::SoftmaxCopy, TermId::PipelineCopies, TermId::DdpGradientBuckets, TermId::FsdpGatheredLayers, TermId::ZeroOffload];
-
-    /// The id as the JSON writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TermId::Weights => "weights",
-            TermId::KvCache => "kv-cache",
-            TermId::Activations => "activations",
-            TermId::Logits => "logits",
-            TermId::Workspace => "workspace",
-            TermId::CudaContext => "cuda-context",
-            TermId::AllocatorHeadroom => "allocator-headroom",
-            TermId::Gradients => "gradients",
-            TermId::OptimizerStates => "optimizer-states",
-            TermId::OptimizerStep => "optimizer-step",
-            TermId::TextEncoderWeights => "text-encoder-weights",
-            TermId::VaeWeights => "vae-weights",
-            TermId::ComputeBuffer => "compute-buffer",
-            TermId::GpuMemoryUtilizationHeadroom => "gpu-memory-utilization-headroom",
-            TermId::Zero3GatheredLayer => "zero3-gathered-layer",
-            TermId::DequantizedLayer => "dequantized-layer",
-            TermId::AttentionMask => "attention-mask",
-            TermId::SoftmaxCopy => "softmax-copy",
-            TermId::PipelineCopies => "pipeline-copies",
-            TermId::DdpGradientBuckets => "ddp-gradient-buckets",
-            TermId::FsdpGatheredLayers => "fsdp-gathered-layers",
-            TermId::ZeroOffload => "zero-offload",
-        }
-    }
-}
-
 impl PartialEq<&str> for TermId {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use super::gguf::GgmlType;
 use super::{GGUF_ARCHITECTURES, ModelFile};
-use crate::{Dataset, Diffusion, QuantFamily};
+use crate::{Dataset, Diffusion, DiffusionFamily, QuantFamily};
 
 /// One tensor of a model file's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,8 +146,8 @@ pub fn recognize_file(ds: &Dataset, file: &ModelFile) -> Result<Recognized, Stri
 }
 
 /// The `general.architecture` city96's converter writes for a model family.
-fn gguf_arch_of(family: crate::DiffusionFamily) -> &'static str {
-    use crate::DiffusionFamily as F;
+fn gguf_arch_of(family: DiffusionFamily) -> &'static str {
+    use DiffusionFamily as F;
     match family {
         F::Flux => "flux",
         F::Sd15 => "sd1",
@@ -211,9 +211,7 @@ pub fn recognize(ds: &Dataset, tensors: &[TensorEntry]) -> Result<Recognized, St
     }
     let mut unplaced: BTreeSet<&str> = BTreeSet::new();
     for (enc, t) in &parts.text {
-        match found
-            .family
-            .encoder_role(*enc)
+        match encoder_role(found.family, *enc)
             .filter(|r| model.component(r).is_some())
         {
             Some(role) => add(role, t),
@@ -459,36 +457,19 @@ impl<'t, 'a> Table<'t, 'a> {
     }
 }
 
-/// Model families, for the text-encoder roles.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Family {
-    Sd1,
-    Sdxl,
-    Sd3,
-    Flux,
-    Hunyuan,
-    Wan,
-}
-
-impl Family {
-    /// The catalog role of a text encoder in this family's pipelines.
-    fn encoder_role(self, e: Encoder) -> Option<&'static str> {
-        use Encoder::*;
-        Some(match (self, e) {
-            (Family::Sd1, ClipL) => "text-encoder",
-            (Family::Sdxl, ClipL) => "text-encoder",
-            (Family::Sdxl, ClipG) => "text-encoder-2",
-            (Family::Sd3, ClipL) => "text-encoder",
-            (Family::Sd3, ClipG) => "text-encoder-2",
-            (Family::Sd3, T5) => "text-encoder-3",
-            (Family::Flux, ClipL) => "text-encoder",
-            (Family::Flux, T5) => "text-encoder-2",
-            (Family::Hunyuan, Llm) => "text-encoder",
-            (Family::Hunyuan, ClipL) => "text-encoder-2",
-            (Family::Wan, T5) => "text-encoder",
-            _ => return None,
-        })
-    }
+/// The catalog role of a text encoder in a family's pipelines.
+fn encoder_role(family: DiffusionFamily, e: Encoder) -> Option<&'static str> {
+    use DiffusionFamily as F;
+    use Encoder::*;
+    Some(match (family, e) {
+        (F::Sd15 | F::Sdxl | F::Sd3 | F::Flux, ClipL) => "text-encoder",
+        (F::Sdxl | F::Sd3, ClipG) => "text-encoder-2",
+        (F::Sd3, T5) => "text-encoder-3",
+        (F::Flux, T5) => "text-encoder-2",
+        (F::HunyuanVideo, Llm) | (F::Wan, T5) => "text-encoder",
+        (F::HunyuanVideo, ClipL) => "text-encoder-2",
+        _ => return None,
+    })
 }
 
 struct Found {
@@ -496,7 +477,7 @@ struct Found {
     /// A catalog model of the same size to fall back on when the catalog lacks `model` (FLUX.1
     /// [dev] and [schnell] differ only by the guidance embedder).
     alt: Option<&'static str>,
-    family: Family,
+    family: DiffusionFamily,
     layout: String,
     notes: Vec<String>,
 }
@@ -688,7 +669,7 @@ fn flux(f: Flux) -> Result<Found, String> {
     Ok(Found {
         model,
         alt,
-        family: Family::Flux,
+        family: DiffusionFamily::Flux,
         layout: f.layout.into(),
         notes,
     })
@@ -733,7 +714,7 @@ fn hunyuan(t: &Table, layout: &str) -> Result<Found, String> {
     Ok(Found {
         model: "hunyuanvideo",
         alt: None,
-        family: Family::Hunyuan,
+        family: DiffusionFamily::HunyuanVideo,
         layout: layout.into(),
         notes,
     })
@@ -759,7 +740,7 @@ fn sd3(depth: u32, hidden: Option<u64>, mmdit_x: bool, layout: &str) -> Result<F
     Ok(Found {
         model,
         alt: None,
-        family: Family::Sd3,
+        family: DiffusionFamily::Sd3,
         layout: layout.into(),
         notes: Vec::new(),
     })
@@ -818,7 +799,7 @@ impl Wan {
         Ok(Found {
             model,
             alt: None,
-            family: Family::Wan,
+            family: DiffusionFamily::Wan,
             layout: self.layout.into(),
             notes,
         })
@@ -841,9 +822,9 @@ impl Unet {
         let mc = self.channels.unwrap_or(0);
         let ctx = self.context.unwrap_or(0);
         let (model, family) = match (self.sdxl, mc, ctx) {
-            (true, 320, 2048) => ("sdxl", Family::Sdxl),
+            (true, 320, 2048) => ("sdxl", DiffusionFamily::Sdxl),
             (true, 384, 1280) => return Err("the SDXL refiner UNet, which the catalog does not have".into()),
-            (false, 320, 768) => ("sd-1.5", Family::Sd1),
+            (false, 320, 768) => ("sd-1.5", DiffusionFamily::Sd15),
             (_, 320, 1024) => return Err("a Stable Diffusion 2.x UNet (cross-attention width 1024), which the catalog does not have".into()),
             _ => {
                 return Err(format!(
