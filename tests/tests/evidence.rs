@@ -111,7 +111,10 @@ fn every_term_cites_claims_about_that_term_engine_and_model() {
         let model = w["model"].as_str().unwrap();
         let tools = tools_of(w);
         for t in &f.breakdown {
-            for id in &t.claims {
+            for (i, id) in t.claims.iter().enumerate() {
+                if t.claims[..i].contains(id) {
+                    problems.push(format!("{kind} {model}: {} cites {id} twice", t.term));
+                }
                 let c = ds
                     .claim(id)
                     .unwrap_or_else(|| panic!("{w}: {} cites unknown {id}", t.term));

@@ -109,14 +109,11 @@ fn weight_claims(ds: &Dataset, m: &Model, role: &str, q: &crate::Quant) -> Vec<S
         found.push(generic.to_string());
     }
     // The rule that a checkpoint file is not its runtime memory, for the models it names.
-    if role == "denoiser" && ds.claim("checkpoint-file-size-vs-runtime-vram").is_some_and(|c| c.models.iter().any(|x| *x == m.id)) {
-        found.push("checkpoint-file-size-vs-runtime-vram".into());
+    let rule = "checkpoint-file-size-vs-runtime-vram";
+    if role == "denoiser" && !found.iter().any(|c| c == rule) && ds.claim(rule).is_some_and(|c| c.models.iter().any(|x| *x == m.id)) {
+        found.push(rule.into());
     }
     found
-}
-
-fn bytes_of(ds: &Dataset, fmt: &str, field: &str) -> Result<f64, String> {
-    Ok(quant(ds, fmt, field)?.bytes_per_weight())
 }
 
 pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String> {
@@ -126,14 +123,57 @@ pub(crate) fn breakdown(ds: &Dataset, d: &Diffusion) -> Result<Breakdown, String
 /// The breakdown; without `cite` the weights terms skip looking up their claims (the searches
 /// over the engine only need the peak, and the lookup scans every claim).
 pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<Breakdown, String> {
-    let m = ds.diffusion_model(&d.model).ok_or_else(|| {
+    let m = model_of(ds, d)?;
+    let s = shape(ds, m, d)?;
+    let mut b = Breakdown::new();
+    b.quiet = !cite;
+    let den = denoiser(ds, m, d, &s, &mut b, cite)?;
+    let vae = vae_decode(ds, m, d, &s, cite)?;
+    let te = text_encoders(ds, m, &s, cite)?;
+    gpu_terms(&mut b, m, d, &den, &vae, &te)?;
+    host_terms(&mut b, d, &den, &vae, &te);
+    b.add(TermId::Workspace, claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
+    // The headroom follows the denoiser step (measured per architecture as a share of its working
+    // set); a text encode or a VAE decode alone needs none beyond the engine's working set.
+    let (base, share) = match d.component {
+        Component::Pipeline | Component::Denoiser => headroom_claims(m.family),
+        Component::TextEncoder | Component::VaeDecode => (None, None),
+    };
+    add_runtime(ds, &mut b, den.part.act, base, share)?;
+    Ok(b)
+}
+
+fn model_of<'a>(ds: &'a Dataset, d: &Diffusion) -> Result<&'a Model, String> {
+    ds.diffusion_model(&d.model).ok_or_else(|| {
         if ds.llm(&d.model).is_some() {
             format!("field `model`: `{}` is an LLM; use \"kind\": \"llm-inference\" or \"training\"", d.model)
         } else {
             let known: Vec<&str> = ds.diffusion.iter().map(|m| m.id.as_str()).collect();
             format!("field `model`: unknown diffusion model `{}` (one of: {})", d.model, known.join(", "))
         }
-    })?;
+    })
+}
+
+/// The workload once the model's defaults fill in what it leaves out.
+struct Shape<'a> {
+    w: u64,
+    h: u64,
+    frames: u64,
+    latent_frames: f64,
+    /// Latent height and width.
+    lh: f64,
+    lw: f64,
+    /// Classifier-free guidance, whether its two predictions run as one batch, and the claim.
+    cfg: bool,
+    batched: bool,
+    guidance_claim: &'static str,
+    /// The denoiser's weight format, and the bytes of one activation value in the compute format.
+    den_fmt: &'a crate::Quant,
+    act_bytes: f64,
+    te_fmt: String,
+}
+
+fn shape<'a>(ds: &'a Dataset, m: &Model, d: &Diffusion) -> Result<Shape<'a>, String> {
     let (nw, nh) = native_size(ds, m)?;
     let (w, h) = (d.width.unwrap_or(nw), d.height.unwrap_or(nh));
     let sc = m.spatial_compression as u64;
@@ -151,187 +191,216 @@ pub(crate) fn breakdown_with(ds: &Dataset, d: &Diffusion, cite: bool) -> Result<
         (Modality::Image, None) => 1,
     };
     let tc = m.temporal_compression.unwrap_or(1) as u64;
-    let latent_frames = ((frames - 1) / tc + 1) as f64;
-    let cfg = d.cfg.unwrap_or_else(|| default_cfg(m.family));
     let (batched, guidance_claim) = guidance_batched(m.family);
-    let b_eff = (d.batch * if cfg && batched { 2 } else { 1 }) as f64;
     let den_fmt = quant(ds, &d.precision, "precision")?;
     let compute_fmt = if den_fmt.family == crate::QuantFamily::Float { d.precision.clone() } else { "bf16".to_string() };
-    let te_fmt = d.text_encoder_precision.clone().unwrap_or_else(|| compute_fmt.clone());
-    let act_bytes = if compute_fmt == "fp32" { 4.0 } else { 2.0 };
+    Ok(Shape {
+        w,
+        h,
+        frames,
+        latent_frames: ((frames - 1) / tc + 1) as f64,
+        lh: (h / sc) as f64,
+        lw: (w / sc) as f64,
+        cfg: d.cfg.unwrap_or_else(|| default_cfg(m.family)),
+        batched,
+        guidance_claim,
+        den_fmt,
+        act_bytes: if compute_fmt == "fp32" { 4.0 } else { 2.0 },
+        te_fmt: d.text_encoder_precision.clone().unwrap_or(compute_fmt),
+    })
+}
 
-    let mut b = Breakdown::new();
-    b.quiet = !cite;
-    if let Some(f) = d.file.as_ref().filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == den_fmt.id)) {
+/// One component on the GPU: its weights and its working set, each with the claims it cites.
+struct Part {
+    weights: f64,
+    weight_claims: Vec<String>,
+    act: f64,
+    act_claims: Vec<&'static str>,
+}
+
+impl Part {
+    fn add_to(&self, b: &mut Breakdown, term: TermId) {
+        b.add(term, self.weights, &self.weight_claims());
+        b.add(TermId::Activations, self.act, &self.act_claims);
+    }
+
+    fn weight_claims(&self) -> Vec<&str> {
+        self.weight_claims.iter().map(String::as_str).collect()
+    }
+}
+
+/// The denoiser: `part.weights` is what stays on the GPU of the first denoiser after block swap.
+struct Denoiser {
+    part: Part,
+    /// The first denoiser's whole weights, its blocks, and the other denoisers' weights (Wan
+    /// 2.2's second expert).
+    one: f64,
+    layers: u32,
+    others: f64,
+}
+
+fn denoiser(ds: &Dataset, m: &Model, d: &Diffusion, s: &Shape, b: &mut Breakdown, cite: bool) -> Result<Denoiser, String> {
+    // The user's checkpoint, when it is in the format asked for, gives the denoiser's exact bytes.
+    let file = d.file.as_ref().filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == s.den_fmt.id));
+    if let Some(f) = file {
         b.note("checkpoint-weights", &[("bytes", f.bytes.to_string())], "denoiser weights: the {bytes} bytes of the checkpoint's tensors");
     }
     let denoisers: Vec<&crate::Component> = m.components.iter().filter(|c| c.role.starts_with("denoiser")).collect();
     let den = denoisers[0];
-    // The user's checkpoint, when it is in the format asked for, gives the denoiser's exact bytes.
-    let file = d.file.as_ref().filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == den_fmt.id));
-    let den_weights_one = file.map(|f| f.bytes as f64).unwrap_or(den.params as f64 * den_fmt.bytes_per_weight());
-    let den_layers = den.layers.unwrap_or(0);
-    if d.block_swap > 0 && (den_layers == 0 || d.block_swap >= den_layers) {
-        return Err(crate::messages::say("block-swap-too-many", &[("value", &d.block_swap.to_string()), ("model", &m.id), ("blocks", &den_layers.to_string())]));
+    let one = file.map(|f| f.bytes as f64).unwrap_or(den.params as f64 * s.den_fmt.bytes_per_weight());
+    let layers = den.layers.unwrap_or(0);
+    if d.block_swap > 0 && (layers == 0 || d.block_swap >= layers) {
+        return Err(crate::messages::say("block-swap-too-many", &[("value", &d.block_swap.to_string()), ("model", &m.id), ("blocks", &layers.to_string())]));
     }
-    let swapped = if den_layers > 0 { d.block_swap as f64 / den_layers as f64 } else { 0.0 };
-    let den_resident = den_weights_one * (1.0 - swapped);
+    let swapped = if layers > 0 { d.block_swap as f64 / layers as f64 } else { 0.0 };
 
-    // The denoiser's working set for one step.
-    let lh = (h / sc) as f64;
-    let lw = (w / sc) as f64;
-    let den_act = if m.family.is_unet() {
+    // The working set of one step.
+    let b_eff = (d.batch * if s.cfg && s.batched { 2 } else { 1 }) as f64;
+    let act = if m.family.is_unet() {
         let per_px = claim_number(ds, if m.family == Family::Sd15 { "fit-unet-sd15-working-set" } else { "fit-unet-sdxl-working-set" })?;
-        b_eff * lh * lw * per_px * act_bytes / 2.0
+        b_eff * s.lh * s.lw * per_px * s.act_bytes / 2.0
     } else {
         let hidden = den.hidden.ok_or_else(|| format!("the catalog lacks the denoiser hidden size of `{}`", m.id))? as f64;
         let p = m.patch_size.unwrap_or(2) as f64;
-        let tokens = latent_frames * (lh / p) * (lw / p) + joint_text_tokens(ds, m.family)?;
-        b_eff * tokens * claim_number(ds, "fit-dit-working-set")? * hidden * act_bytes
+        let tokens = s.latent_frames * (s.lh / p) * (s.lw / p) + joint_text_tokens(ds, m.family)?;
+        b_eff * tokens * claim_number(ds, "fit-dit-working-set")? * hidden * s.act_bytes
     };
     // Guidance one pass after the other keeps the first prediction (one latent) meanwhile.
-    let den_act = if cfg && !batched {
-        let latent = d.batch as f64 * m.latent_channels as f64 * latent_frames * lh * lw * act_bytes;
+    let act = if s.cfg && !s.batched {
         if matches!(d.component, Component::Denoiser | Component::Pipeline) {
             b.note("cfg-sequential", &[], "guidance runs the denoiser twice per step, one pass after the other: it doubles the time, not the memory");
         }
-        den_act + latent
+        act + d.batch as f64 * m.latent_channels as f64 * s.latent_frames * s.lh * s.lw * s.act_bytes
     } else {
-        den_act
+        act
     };
     // The working-set claim of the architecture, and the pixels rule for the models it is about.
     let scales = ds.claim("activations-scale-with-pixels").is_some_and(|c| c.models.iter().any(|x| *x == m.id));
-    let mut den_claims: Vec<&str> = match (m.family, scales) {
-        (Family::Sd15, _) => vec!["fit-unet-sd15-working-set"],
-        (Family::Sdxl, true) => vec!["fit-unet-sdxl-working-set", "activations-scale-with-pixels"],
-        (Family::Sdxl, false) => vec!["fit-unet-sdxl-working-set"],
-        (_, true) => vec!["fit-dit-working-set", "activations-scale-with-pixels"],
-        (_, false) => vec!["fit-dit-working-set"],
-    };
-    if cfg {
-        den_claims.push(guidance_claim);
+    let mut act_claims = vec![if m.family == Family::Sd15 {
+        "fit-unet-sd15-working-set"
+    } else if m.family == Family::Sdxl {
+        "fit-unet-sdxl-working-set"
+    } else {
+        "fit-dit-working-set"
+    }];
+    if scales && m.family != Family::Sd15 {
+        act_claims.push("activations-scale-with-pixels");
     }
-    let den_claims = den_claims.as_slice();
+    if s.cfg {
+        act_claims.push(s.guidance_claim);
+    }
+    Ok(Denoiser {
+        part: Part { weights: one * (1.0 - swapped), weight_claims: weight_claims_if(cite, ds, m, "denoiser", s.den_fmt), act, act_claims },
+        one,
+        layers,
+        others: denoisers.iter().skip(1).map(|c| c.params as f64 * s.den_fmt.bytes_per_weight()).sum(),
+    })
+}
 
-    // VAE decode: the working set per decoded pixel, one chunk at a time.
+fn weight_claims_if(cite: bool, ds: &Dataset, m: &Model, role: &str, q: &crate::Quant) -> Vec<String> {
+    if cite { weight_claims(ds, m, role, q) } else { Vec::new() }
+}
+
+/// The VAE decode: the working set per decoded pixel, one chunk at a time, and the output (no
+/// weights when the catalog has no VAE for the model).
+fn vae_decode(ds: &Dataset, m: &Model, d: &Diffusion, s: &Shape, cite: bool) -> Result<Part, String> {
     let vae = m.component("vae");
-    let vae_weights = vae.map(|c| c.params as f64 * act_bytes).unwrap_or(0.0);
-    let px_per_image = (w * h) as f64;
-    let chunk_px = if m.modality == Modality::Video { px_per_image * tc as f64 } else { px_per_image * d.batch as f64 };
+    let px_per_image = (s.w * s.h) as f64;
+    let tc = m.temporal_compression.unwrap_or(1) as f64;
+    let chunk_px = if m.modality == Modality::Video { px_per_image * tc } else { px_per_image * d.batch as f64 };
     let chunk_px = if d.tiled_vae { chunk_px.min(claim_number(ds, "fit-tiled-vae-tile")?.powi(2)) } else { chunk_px };
-    let output = d.batch as f64 * frames as f64 * px_per_image * 3.0 * act_bytes;
-    let vae_act = chunk_px * claim_number(ds, "fit-vae-decode-working-set")? * act_bytes / 2.0 + output;
-    let vae_claims: &[&str] = if d.tiled_vae { &["fit-vae-decode-working-set", "comfyui-vae-decode-tiled"] } else { &["fit-vae-decode-working-set"] };
+    let output = d.batch as f64 * s.frames as f64 * px_per_image * 3.0 * s.act_bytes;
+    let vae_q = quant(ds, if s.act_bytes == 4.0 { "fp32" } else { "bf16" }, "precision")?;
+    Ok(Part {
+        weights: vae.map(|c| c.params as f64 * s.act_bytes).unwrap_or(0.0),
+        weight_claims: weight_claims_if(cite, ds, m, "vae", vae_q),
+        act: chunk_px * claim_number(ds, "fit-vae-decode-working-set")? * s.act_bytes / 2.0 + output,
+        act_claims: if d.tiled_vae { vec!["fit-vae-decode-working-set", "comfyui-vae-decode-tiled"] } else { vec!["fit-vae-decode-working-set"] },
+    })
+}
 
-    // Text encoders.
-    let te_weights: f64 = m
-        .components
-        .iter()
-        .filter(|c| c.role.starts_with("text-encoder"))
-        .map(|c| bytes_of(ds, &te_fmt, "text_encoder_precision").map(|bpw| c.params as f64 * bpw))
-        .sum::<Result<f64, String>>()?;
-    let te_act = te_weights * claim_number(ds, "fit-text-encoder-working-set")? / 100.0;
+fn text_encoders(ds: &Dataset, m: &Model, s: &Shape, cite: bool) -> Result<Part, String> {
+    let te_q = quant(ds, &s.te_fmt, "text_encoder_precision")?;
+    let weights: f64 = m.components.iter().filter(|c| c.role.starts_with("text-encoder")).map(|c| c.params as f64 * te_q.bytes_per_weight()).sum();
+    Ok(Part {
+        weights,
+        weight_claims: weight_claims_if(cite, ds, m, "text-encoder", te_q),
+        act: weights * claim_number(ds, "fit-text-encoder-working-set")? / 100.0,
+        act_claims: vec!["fit-text-encoder-working-set"],
+    })
+}
+
+/// What the GPU holds at the workload's peak: one component alone, or the pipeline with every
+/// component resident (the largest working set) or with offload (the largest stage).
+fn gpu_terms(b: &mut Breakdown, m: &Model, d: &Diffusion, den: &Denoiser, vae: &Part, te: &Part) -> Result<(), String> {
     let te_on_gpu = d.text_encoders == Placement::Gpu;
-
-    let about = |role: &str, q: &crate::Quant| if cite { weight_claims(ds, m, role, q) } else { Vec::new() };
-    let te_q = quant(ds, &te_fmt, "text_encoder_precision")?;
-    let w_owned = about("denoiser", den_fmt);
-    let te_owned = about("text-encoder", te_q);
-    let vae_q = quant(ds, if act_bytes == 4.0 { "fp32" } else { "bf16" }, "precision")?;
-    let vae_owned = about("vae", vae_q);
-    let w_claims: Vec<&str> = w_owned.iter().map(String::as_str).collect();
-    let w_claims = w_claims.as_slice();
-    let te_claims: Vec<&str> = te_owned.iter().map(String::as_str).collect();
-    let te_claims = te_claims.as_slice();
-    let vae_w_claims: Vec<&str> = vae_owned.iter().map(String::as_str).collect();
-    let vae_w_claims = vae_w_claims.as_slice();
     match d.component {
-        Component::Denoiser => {
-            b.add(TermId::Weights, den_resident, w_claims);
-            b.add(TermId::Activations, den_act, den_claims);
-        }
-        Component::TextEncoder => {
-            b.add(TermId::TextEncoderWeights, te_weights, te_claims);
-            b.add(TermId::Activations, te_act, &["fit-text-encoder-working-set"]);
-        }
+        Component::Denoiser => den.part.add_to(b, TermId::Weights),
+        Component::TextEncoder => te.add_to(b, TermId::TextEncoderWeights),
         Component::VaeDecode => {
-            if vae.is_none() {
+            if m.component("vae").is_none() {
                 return Err(format!("the catalog has no VAE for `{}`", m.id));
             }
-            b.add(TermId::VaeWeights, vae_weights, vae_w_claims);
-            b.add(TermId::Activations, vae_act, vae_claims);
+            vae.add_to(b, TermId::VaeWeights);
         }
         Component::Pipeline => {
-            if vae.is_none() {
+            if m.component("vae").is_none() {
                 b.note("no-vae", &[("model", m.name.clone())], "the catalog has no VAE size for {model}; the decode is not counted");
             }
-            let all_denoisers = den_resident + denoisers.iter().skip(1).map(|c| c.params as f64 * den_fmt.bytes_per_weight()).sum::<f64>();
             match d.offload {
                 Offload::None => {
-                    b.add(TermId::Weights, all_denoisers, w_claims);
+                    b.add(TermId::Weights, den.part.weights + den.others, &den.part.weight_claims());
                     if te_on_gpu {
-                        b.add(TermId::TextEncoderWeights, te_weights, te_claims);
+                        b.add(TermId::TextEncoderWeights, te.weights, &te.weight_claims());
                     }
-                    b.add(TermId::VaeWeights, vae_weights, vae_w_claims);
-                    let (act, claims) = [(den_act, den_claims), (vae_act, vae_claims), (if te_on_gpu { te_act } else { 0.0 }, &["fit-text-encoder-working-set"][..])]
+                    b.add(TermId::VaeWeights, vae.weights, &vae.weight_claims());
+                    let te_act = if te_on_gpu { te.act } else { 0.0 };
+                    let (act, claims) = [(den.part.act, &den.part.act_claims), (vae.act, &vae.act_claims), (te_act, &te.act_claims)]
                         .into_iter()
-                        .fold((0.0, den_claims), |acc, x| if x.0 > acc.0 { x } else { acc });
+                        .fold((0.0, &den.part.act_claims), |acc, x| if x.0 > acc.0 { x } else { acc });
                     b.add(TermId::Activations, act, claims);
                 }
                 Offload::Model | Offload::Sequential => {
-                    let per_layer = if den_layers > 0 { den_weights_one / den_layers as f64 } else { den_weights_one };
-                    let den_stage = if d.offload == Offload::Sequential { per_layer } else { den_resident };
+                    let per_layer = if den.layers > 0 { den.one / den.layers as f64 } else { den.one };
+                    let den_stage = if d.offload == Offload::Sequential { per_layer } else { den.part.weights };
                     let stages = [
-                        ("denoiser", den_stage + den_act),
-                        ("vae-decode", vae_weights + vae_act),
-                        ("text-encoder", if te_on_gpu { te_weights + te_act } else { 0.0 }),
+                        ("denoiser", den_stage + den.part.act),
+                        ("vae-decode", vae.weights + vae.act),
+                        ("text-encoder", if te_on_gpu { te.weights + te.act } else { 0.0 }),
                     ];
                     let (stage, _) = stages.iter().copied().fold(("denoiser", 0.0), |a, s| if s.1 > a.1 { s } else { a });
                     match stage {
                         "denoiser" => {
-                            b.add(TermId::Weights, den_stage, w_claims);
-                            b.add(TermId::Activations, den_act, den_claims);
+                            b.add(TermId::Weights, den_stage, &den.part.weight_claims());
+                            b.add(TermId::Activations, den.part.act, &den.part.act_claims);
                         }
-                        "vae-decode" => {
-                            b.add(TermId::VaeWeights, vae_weights, vae_w_claims);
-                            b.add(TermId::Activations, vae_act, vae_claims);
-                        }
-                        _ => {
-                            b.add(TermId::TextEncoderWeights, te_weights, te_claims);
-                            b.add(TermId::Activations, te_act, &["fit-text-encoder-working-set"]);
-                        }
+                        "vae-decode" => vae.add_to(b, TermId::VaeWeights),
+                        _ => te.add_to(b, TermId::TextEncoderWeights),
                     }
                     b.note("offload-stage", &[("stage", stage.to_string())], "components move to the GPU one at a time; the peak is the {stage} stage");
                 }
             }
         }
     }
-    // System RAM: with model or sequential offload the whole pipeline's weights wait there; text
-    // encoders run there when placed on the CPU; swapped blocks live there.
-    let offloaded = d.component == Component::Pipeline && d.offload != Offload::None;
-    let den_all_one = den_weights_one + denoisers.iter().skip(1).map(|c| c.params as f64 * den_fmt.bytes_per_weight()).sum::<f64>();
-    if offloaded {
-        b.add_host(TermId::Weights, den_all_one, &["diffusers-offload-weights-in-ram"]);
-        b.add_host(TermId::TextEncoderWeights, te_weights, &["diffusers-offload-weights-in-ram"]);
-        b.add_host(TermId::VaeWeights, vae_weights, &["diffusers-offload-weights-in-ram"]);
+    Ok(())
+}
+
+/// System RAM: with model or sequential offload the whole pipeline's weights wait there; text
+/// encoders run there when placed on the CPU; swapped blocks live there.
+fn host_terms(b: &mut Breakdown, d: &Diffusion, den: &Denoiser, vae: &Part, te: &Part) {
+    if d.component == Component::Pipeline && d.offload != Offload::None {
+        b.add_host(TermId::Weights, den.one + den.others, &["diffusers-offload-weights-in-ram"]);
+        b.add_host(TermId::TextEncoderWeights, te.weights, &["diffusers-offload-weights-in-ram"]);
+        b.add_host(TermId::VaeWeights, vae.weights, &["diffusers-offload-weights-in-ram"]);
     } else {
         if d.block_swap > 0 && matches!(d.component, Component::Pipeline | Component::Denoiser) {
-            b.add_host(TermId::Weights, den_weights_one - den_resident, &["wan-wrapper-block-swap"]);
+            b.add_host(TermId::Weights, den.one - den.part.weights, &["wan-wrapper-block-swap"]);
         }
-        if !te_on_gpu && d.component == Component::Pipeline {
-            b.add_host(TermId::TextEncoderWeights, te_weights, te_claims);
+        if d.text_encoders == Placement::Cpu && d.component == Component::Pipeline {
+            b.add_host(TermId::TextEncoderWeights, te.weights, &te.weight_claims());
         }
     }
     if d.block_swap > 0 {
-        b.note("block-swap", &[("swapped", d.block_swap.to_string()), ("blocks", den_layers.to_string())], "{swapped} of {blocks} denoiser blocks live in system RAM and are copied in as needed (slower)");
+        b.note("block-swap", &[("swapped", d.block_swap.to_string()), ("blocks", den.layers.to_string())], "{swapped} of {blocks} denoiser blocks live in system RAM and are copied in as needed (slower)");
     }
-    b.add(TermId::Workspace, claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
-    // The headroom follows the denoiser step (measured per architecture as a share of its working
-    // set); a text encode or a VAE decode alone needs none beyond the engine's working set.
-    let (base, share) = match d.component {
-        Component::Pipeline | Component::Denoiser => headroom_claims(m.family),
-        Component::TextEncoder | Component::VaeDecode => (None, None),
-    };
-    add_runtime(ds, &mut b, den_act, base, share)?;
-    Ok(b)
 }
