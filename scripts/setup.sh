@@ -6,6 +6,7 @@
 #   - Debian's chromium and chromium-driver for the browser tests
 #   - the x86_64-pc-windows-gnu target and Debian's MinGW-w64 C compiler: CI checks that the probe
 #     builds for Windows (`cargo xtask windows`; ring's build script compiles C for the target)
+#   - rustfmt (rustup's component): `cargo xtask test` checks the formatting first
 #   - Debian's postgresql server programs: the store tests run on a throwaway PostgreSQL cluster
 #     (cargo xtask test makes it with initdb in a temporary directory; no system cluster is made)
 set -euo pipefail
@@ -38,6 +39,10 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb 
 fi
 echo "[setup] ok: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -1 || command -v initdb)" >&2
 
+if ! cargo fmt --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+  echo "[setup] adding rustfmt (cargo xtask test checks the formatting)" >&2
+  rustup component add rustfmt >&2
+fi
 if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed 2>/dev/null | grep -qx x86_64-pc-windows-gnu; then
   echo "[setup] adding the x86_64-pc-windows-gnu target (the probe's Windows build check)" >&2
   rustup target add x86_64-pc-windows-gnu >&2

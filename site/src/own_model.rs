@@ -13,9 +13,6 @@ use serde_json::{json, Value};
 /// State values of `model` that name a Hugging Face repository: `hf:organization/name`.
 pub const HUB_PREFIX: &str = "hf:";
 
-/// The option value that opens the "your model" panel with nothing chosen yet.
-pub const CUSTOM: &str = "custom";
-
 /// localStorage key of the Hub's base address (tests point it at a local server).
 pub const HUB_BASE_KEY: &str = "headroom.hub";
 pub const DEFAULT_HUB: &str = "https://huggingface.co";

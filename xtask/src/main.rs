@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         // og:url); `--local` builds for this machine's server instead.
         "dist" => setup().and_then(|()| dist(rest.iter().any(|a| a == "--local"))),
         "serve" => setup().and_then(|()| dist(true)).and_then(|()| serve(rest)),
-        "test" => setup().and_then(|()| dist(true)).and_then(|()| test()),
+        "test" => setup().and_then(|()| format_check()).and_then(|()| dist(true)).and_then(|()| test()),
         "size" => setup().and_then(|()| dist(true)).and_then(|()| size()),
         "lab-bench" => setup().and_then(|()| dist(true)).and_then(|()| lab_bench()),
         "with-postgres" => with_postgres(rest),
@@ -324,6 +324,12 @@ fn windows() -> Result {
         return Err(format!("the {TARGET} target is not installed (`rustup target add {TARGET}`; scripts/setup.sh does it where rustup is present)"));
     }
     run(cargo().args(["check", "-p", "probe", "--tests", "--target", TARGET]))
+}
+
+/// The formatting (`rustfmt.toml`), before anything is built: it takes a second and names every
+/// file that drifted (`cargo fmt --all` fixes them).
+fn format_check() -> Result {
+    run(cargo().args(["fmt", "--all", "--check"]))
 }
 
 fn test() -> Result {

@@ -350,6 +350,11 @@ impl ClaimDetail {
         d
     }
 
+    /// The catalog values derivation `source` reads (none for other sources).
+    pub fn inputs_of(&self, source: usize) -> &[InputRef] {
+        self.inputs.iter().find(|x| x.source == source).map_or(&[], |x| &x.inputs)
+    }
+
     /// Whether the claim still carries its details (full data) or they were left out (compact).
     pub fn present(c: &Claim) -> bool {
         !c.history.is_empty()

@@ -1,17 +1,18 @@
 //! The calculator: a form over the fit engine's workload, recomputed on every change; the state
 //! lives in the URL query so a result can be shared.
 
+use headroom_core::fit::form::{Choice, ChoiceText, Field, Input, OWN_MODEL, Word, choice_value, fields, set_field};
 use headroom_core::fit::levers::Change;
 use headroom_core::fit::search::Answers;
 use headroom_core::fit::{Card, Cost, Fit, Verdict, Workload, fit, fit_on_cards};
-use headroom_core::{Lang, Modality};
+use headroom_core::Lang;
 use headroom_core::format::parse_decimal;
 use headroom_i18n::{Key, fmt, k, t};
 use leptos::prelude::*;
 use serde_json::{Value, json};
 
 use crate::fmt::{gib, typed_number};
-use crate::own_model::{CUSTOM, HUB_PREFIX, HubError, HubModels};
+use crate::own_model::{HUB_PREFIX, HubError, HubModels};
 use crate::ui::{ClaimRef, Data, term_label};
 
 pub use headroom_core::fit::query::{
@@ -113,312 +114,75 @@ pub fn is_own_model(s: &State) -> bool {
 #[derive(Clone, Copy)]
 pub struct OwnOpen(pub RwSignal<bool>);
 
-enum Ctl {
-    Select(&'static str, Key, Vec<(String, String)>),
-    Number(&'static str, Key, &'static str),
-    /// A number whose empty value means a default shown as the placeholder.
-    NumberOr(&'static str, Key, &'static str, String),
-    Check(&'static str, Key),
-}
-
-fn opts(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items
-        .iter()
-        .map(|(v, l)| (v.to_string(), l.to_string()))
-        .collect()
-}
-
-fn keyed(lang: Lang, items: &[(&str, Key)]) -> Vec<(String, String)> {
-    items
-        .iter()
-        .map(|(v, key)| (v.to_string(), t(lang, *key).to_string()))
-        .collect()
-}
-
-fn controls(lang: Lang, ds: &headroom_core::Dataset, s: &State) -> Vec<Ctl> {
-    let kind = s
-        .get("kind")
-        .and_then(|v| v.as_str())
-        .unwrap_or("llm-inference");
-    let get = |f: &str| s.get(f).and_then(|v| v.as_str()).unwrap_or("").to_string();
-    let have = |ids: &[&str]| {
-        ids.iter()
-            .filter(|id| ds.quant(id).is_some())
-            .map(|id| (id.to_string(), id.to_string()))
-            .collect::<Vec<_>>()
-    };
-    let mut llms: Vec<(String, String)> = ds
-        .llms
-        .iter()
-        .map(|m| (m.id.clone(), m.name.clone()))
-        .collect();
-    llms.push((CUSTOM.to_string(), t(lang, k::CALC_OWN_MODEL).to_string()));
-    match kind {
-        "training" => {
-            let mut c = vec![
-                Ctl::Select("model", k::CALC_MODEL, llms),
-                Ctl::Select(
-                    "method",
-                    k::CALC_METHOD,
-                    vec![
-                        ("full".into(), t(lang, k::CALC_METHOD_FULL).into()),
-                        ("lora".into(), "LoRA".into()),
-                        ("qlora".into(), "QLoRA".into()),
-                    ],
-                ),
-                Ctl::Select(
-                    "precision",
-                    k::CALC_PRECISION,
-                    opts(&[
-                        ("bf16", "bf16"),
-                        ("fp16", "fp16"),
-                        ("mixed-bf16", "fp32 + bf16 autocast"),
-                        ("fp32", "fp32"),
-                    ]),
-                ),
-                Ctl::Select(
-                    "optimizer",
-                    k::CALC_OPTIMIZER,
-                    opts(&[
-                        ("adamw", "AdamW"),
-                        ("adamw-8bit", "AdamW 8-bit"),
-                        ("sgd", "SGD"),
-                    ]),
-                ),
-                Ctl::Number("seq", k::CALC_SEQ, "1"),
-                Ctl::Number("batch", k::CALC_BATCH, "1"),
-                Ctl::Check("gradient_checkpointing", k::CALC_GRADIENT_CHECKPOINTING),
-            ];
-            if get("method") != "full" {
-                c.push(Ctl::Number("lora_rank", k::CALC_LORA_RANK, "1"));
-            }
-            c.push(Ctl::Number("gpus", k::CALC_GPUS, "1"));
-            c.push(Ctl::Select(
-                "zero",
-                k::CALC_ZERO,
-                opts(&[("0", "0"), ("1", "1"), ("2", "2"), ("3", "3")]),
-            ));
-            c.push(Ctl::Select(
-                "fsdp",
-                k::CALC_FSDP,
-                keyed(lang, &[("", k::CALC_FSDP_NONE), ("full", k::CALC_FSDP_FULL), ("shard-grad-op", k::CALC_FSDP_SHARD_GRAD_OP), ("hybrid", k::CALC_FSDP_HYBRID)]),
-            ));
-            // Offload is offered once the model states are sharded (DeepSpeed ZeRO or FSDP).
-            if headroom_core::fit::form::offers_cpu_offload(s) {
-                c.push(Ctl::Select(
-                    "cpu_offload",
-                    k::CALC_CPU_OFFLOAD,
-                    keyed(lang, &[("", k::CALC_CPU_OFFLOAD_NONE), ("optimizer", k::CALC_CPU_OFFLOAD_OPTIMIZER), ("params", k::CALC_CPU_OFFLOAD_PARAMS)]),
-                ));
-            }
-            c
-        }
-        "diffusion" => {
-            let mut models: Vec<(String, String)> = ds
-                .diffusion
-                .iter()
-                .map(|m| (m.id.clone(), m.name.clone()))
-                .collect();
-            models.push((CUSTOM.to_string(), t(lang, k::CALC_OWN_MODEL).to_string()));
-            let video = ds
-                .diffusion_model(&get("model"))
-                .is_some_and(|m| m.modality == Modality::Video);
-            let mut c = vec![
-                Ctl::Select("model", k::CALC_MODEL, models),
-                Ctl::Select(
-                    "precision",
-                    k::CALC_PRECISION,
-                    have(&[
-                        "fp32", "bf16", "fp16", "fp8", "Q8_0", "Q6_K", "Q5_K_S", "Q4_K_S", "Q3_K_S",
-                    ]),
-                ),
-                Ctl::Select("text_encoder_precision", k::CALC_TEXT_ENCODER_PRECISION, {
-                    // Empty: the engine's default, which follows the denoiser (bf16 under a GGUF one).
-                    let den = get("precision");
-                    let follows = if ds
-                        .quant(&den)
-                        .is_some_and(|q| q.family == headroom_core::QuantFamily::Float)
-                    {
-                        den
-                    } else {
-                        "bf16".into()
-                    };
-                    let mut o = vec![(
-                        String::new(),
-                        fmt(lang, k::CALC_TE_DEFAULT, &[("format", &follows)]),
-                    )];
-                    o.extend(have(&["fp32", "bf16", "fp16", "fp8"]));
-                    o
-                }),
-                Ctl::Number("width", k::CALC_WIDTH, "8"),
-                Ctl::Number("height", k::CALC_HEIGHT, "8"),
-            ];
-            if video {
-                c.push(Ctl::Number("frames", k::CALC_FRAMES, "4"));
-            }
-            c.extend([
-                Ctl::Number("batch", k::CALC_BATCH, "1"),
-                Ctl::Check("cfg", k::CALC_CFG),
-                Ctl::Select(
-                    "component",
-                    k::CALC_COMPONENT,
-                    keyed(
-                        lang,
-                        &[
-                            ("pipeline", k::CALC_COMPONENT_PIPELINE),
-                            ("denoiser", k::CALC_COMPONENT_DENOISER),
-                            ("text-encoder", k::CALC_COMPONENT_TEXT_ENCODER),
-                            ("vae-decode", k::CALC_COMPONENT_VAE_DECODE),
-                        ],
-                    ),
-                ),
-                Ctl::Select(
-                    "text_encoders",
-                    k::CALC_TEXT_ENCODERS,
-                    keyed(lang, &[("gpu", k::CALC_ON_GPU), ("cpu", k::CALC_ON_CPU)]),
-                ),
-                Ctl::Select(
-                    "offload",
-                    k::CALC_OFFLOAD,
-                    keyed(
-                        lang,
-                        &[
-                            ("none", k::CALC_OFFLOAD_NONE),
-                            ("model", k::CALC_OFFLOAD_MODEL),
-                            ("sequential", k::CALC_OFFLOAD_SEQUENTIAL),
-                        ],
-                    ),
-                ),
-                Ctl::Number("block_swap", k::CALC_BLOCK_SWAP, "1"),
-                Ctl::Check("tiled_vae", k::CALC_TILED_VAE),
-            ]);
-            c
-        }
-        _ => {
-            let engine = get("engine");
-            let mut c = vec![
-                Ctl::Select("model", k::CALC_MODEL, llms),
-                Ctl::Select(
-                    "engine",
-                    k::CALC_ENGINE,
-                    opts(&[
-                        ("transformers", "transformers"),
-                        ("vllm", "vLLM"),
-                        ("llama.cpp", "llama.cpp"),
-                        ("ollama", "Ollama"),
-                    ]),
-                ),
-                Ctl::Select("weights", k::CALC_WEIGHTS, {
-                    // A model file's own format joins the list when it is not one of the usual ones.
-                    let mut w = have(&[
-                        "bf16",
-                        "fp16",
-                        "fp8",
-                        "int8",
-                        "awq-int4",
-                        "gptq-int4",
-                        "nf4",
-                        "Q8_0",
-                        "Q6_K",
-                        "Q5_K_M",
-                        "Q4_K_M",
-                        "Q4_K_S",
-                        "Q3_K_M",
-                        "IQ4_XS",
-                        "Q2_K",
-                    ]);
-                    let current = get("weights");
-                    if !w.iter().any(|(v, _)| *v == current) && ds.quant(&current).is_some() {
-                        w.push((current.clone(), current));
-                    }
-                    w
-                }),
-                Ctl::Select(
-                    "kv_cache",
-                    k::CALC_KV_CACHE,
-                    have(&["bf16", "fp16", "fp8", "q8_0", "q4_0"]),
-                ),
-                Ctl::Number("context", k::CALC_CONTEXT, "256"),
-                Ctl::Number("batch", k::CALC_BATCH, "1"),
-            ];
-            if engine != "transformers" {
-                // The GPUs the model is spread over (another card in the machine sets it too).
-                c.push(Ctl::NumberOr("gpus", k::CALC_GPUS, "1", "1".into()));
-            }
-            match engine.as_str() {
-                "vllm" => c.push(Ctl::Number(
-                    "gpu_memory_utilization",
-                    k::CALC_GPU_MEMORY_UTILIZATION,
-                    "0.01",
-                )),
-                "llama.cpp" | "ollama" => {
-                    let m = ds.llm(&get("model"));
-                    // -ngl counts the output layer: the placeholder is "every layer".
-                    let layers = m.map(|m| (m.layers + 1).to_string()).unwrap_or_default();
-                    c.push(Ctl::NumberOr("gpu_layers", k::CALC_GPU_LAYERS, "1", layers));
-                    c.push(Ctl::Select(
-                        "flash_attention",
-                        k::CALC_FLASH_ATTENTION,
-                        keyed(
-                            lang,
-                            &[("true", k::CALC_FLASH_ATTENTION_ON), ("false", k::CALC_FLASH_ATTENTION_OFF)],
-                        ),
-                    ));
-                    // The micro-batch llama.cpp takes by default, or the one Ollama picks for this context.
-                    let num = |f: &str| s.get(f).and_then(|v| v.as_u64());
-                    let tokens = num("context").unwrap_or(0) * num("batch").unwrap_or(1).max(1);
-                    let fa_off = s.get("flash_attention").and_then(|v| v.as_bool()) == Some(false);
-                    let ub = if get("engine") == "ollama" {
-                        headroom_core::fit::llamacpp::ollama_batch(ds, tokens, fa_off).ok()
-                    } else {
-                        ds.claim("fit-llamacpp-ubatch")
-                            .and_then(|c| c.value.as_ref())
-                            .and_then(|v| v.number)
-                    };
-                    c.push(Ctl::NumberOr(
-                        "ubatch",
-                        k::CALC_UBATCH,
-                        "1",
-                        ub.map(|u| u.to_string()).unwrap_or_default(),
-                    ));
-                    if m.is_some_and(|m| m.is_moe()) {
-                        c.push(Ctl::NumberOr("cpu_moe_layers", k::CALC_CPU_MOE_LAYERS, "1", "0".into()));
-                    }
-                }
-                _ => c.push(Ctl::Check("all_logits", k::CALC_ALL_LOGITS)),
-            }
-            c
-        }
+/// A form field's label.
+fn field_key(field: Field) -> Key {
+    match field {
+        Field::Model => k::CALC_MODEL,
+        Field::Method => k::CALC_METHOD,
+        Field::Precision => k::CALC_PRECISION,
+        Field::Optimizer => k::CALC_OPTIMIZER,
+        Field::Seq => k::CALC_SEQ,
+        Field::Batch => k::CALC_BATCH,
+        Field::GradientCheckpointing => k::CALC_GRADIENT_CHECKPOINTING,
+        Field::LoraRank => k::CALC_LORA_RANK,
+        Field::Gpus => k::CALC_GPUS,
+        Field::Zero => k::CALC_ZERO,
+        Field::Fsdp => k::CALC_FSDP,
+        Field::CpuOffload => k::CALC_CPU_OFFLOAD,
+        Field::TextEncoderPrecision => k::CALC_TEXT_ENCODER_PRECISION,
+        Field::Width => k::CALC_WIDTH,
+        Field::Height => k::CALC_HEIGHT,
+        Field::Frames => k::CALC_FRAMES,
+        Field::Cfg => k::CALC_CFG,
+        Field::Component => k::CALC_COMPONENT,
+        Field::TextEncoders => k::CALC_TEXT_ENCODERS,
+        Field::Offload => k::CALC_OFFLOAD,
+        Field::BlockSwap => k::CALC_BLOCK_SWAP,
+        Field::TiledVae => k::CALC_TILED_VAE,
+        Field::Engine => k::CALC_ENGINE,
+        Field::Weights => k::CALC_WEIGHTS,
+        Field::KvCache => k::CALC_KV_CACHE,
+        Field::Context => k::CALC_CONTEXT,
+        Field::GpuMemoryUtilization => k::CALC_GPU_MEMORY_UTILIZATION,
+        Field::GpuLayers => k::CALC_GPU_LAYERS,
+        Field::FlashAttention => k::CALC_FLASH_ATTENTION,
+        Field::Ubatch => k::CALC_UBATCH,
+        Field::CpuMoeLayers => k::CALC_CPU_MOE_LAYERS,
+        Field::AllLogits => k::CALC_ALL_LOGITS,
     }
 }
 
-/// Sets one field; a new model of a diffusion workload brings that model's size and frames.
-fn set_field(ds: &headroom_core::Dataset, s: &mut State, field: &str, value: Value) {
-    if field == "model" && s.get("kind").and_then(|k| k.as_str()) == Some("diffusion") {
-        // A checkpoint's bytes belong to the model it was recognised as.
-        s.remove("file");
-        if let Some(m) = value.as_str().and_then(|id| ds.diffusion_model(id)) {
-            let (w, h) = headroom_core::fit::diffusion::native_size(ds, m).unwrap_or((0, 0));
-            s.insert("width".into(), json!(w));
-            s.insert("height".into(), json!(h));
-            s.insert(
-                "cfg".into(),
-                json!(headroom_core::fit::diffusion::default_cfg(m.family)),
-            );
-            if m.modality == Modality::Video {
-                s.insert(
-                    "frames".into(),
-                    json!(headroom_core::fit::diffusion::default_frames(ds, m).unwrap_or(1)),
-                );
-            } else {
-                s.remove("frames");
-            }
-        }
+fn word_key(word: Word) -> Key {
+    match word {
+        Word::OwnModel => k::CALC_OWN_MODEL,
+        Word::MethodFull => k::CALC_METHOD_FULL,
+        Word::FsdpNone => k::CALC_FSDP_NONE,
+        Word::FsdpFull => k::CALC_FSDP_FULL,
+        Word::FsdpShardGradOp => k::CALC_FSDP_SHARD_GRAD_OP,
+        Word::FsdpHybrid => k::CALC_FSDP_HYBRID,
+        Word::CpuOffloadNone => k::CALC_CPU_OFFLOAD_NONE,
+        Word::CpuOffloadOptimizer => k::CALC_CPU_OFFLOAD_OPTIMIZER,
+        Word::CpuOffloadParams => k::CALC_CPU_OFFLOAD_PARAMS,
+        Word::ComponentPipeline => k::CALC_COMPONENT_PIPELINE,
+        Word::ComponentDenoiser => k::CALC_COMPONENT_DENOISER,
+        Word::ComponentTextEncoder => k::CALC_COMPONENT_TEXT_ENCODER,
+        Word::ComponentVaeDecode => k::CALC_COMPONENT_VAE_DECODE,
+        Word::OnGpu => k::CALC_ON_GPU,
+        Word::OnCpu => k::CALC_ON_CPU,
+        Word::OffloadNone => k::CALC_OFFLOAD_NONE,
+        Word::OffloadModel => k::CALC_OFFLOAD_MODEL,
+        Word::OffloadSequential => k::CALC_OFFLOAD_SEQUENTIAL,
+        Word::FlashAttentionOn => k::CALC_FLASH_ATTENTION_ON,
+        Word::FlashAttentionOff => k::CALC_FLASH_ATTENTION_OFF,
     }
-    if value.is_null() {
-        s.remove(field);
-    } else {
-        s.insert(field.into(), value);
+}
+
+fn choice_text(lang: Lang, c: &Choice) -> String {
+    match &c.text {
+        ChoiceText::Value => c.value.clone(),
+        ChoiceText::Name(name) => name.clone(),
+        ChoiceText::Word(w) => t(lang, word_key(*w)).to_string(),
+        ChoiceText::DefaultFormat(format) => fmt(lang, k::CALC_TE_DEFAULT, &[("format", format)]),
     }
 }
 
@@ -449,19 +213,19 @@ fn number_text(node: NodeRef<leptos::html::Input>, value: Option<Value>) -> Stri
     }
 }
 
-fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyView {
-    match ctl {
-        Ctl::Select(field, label, options) => {
-            let id = format!("c-{field}");
-            let first = options.first().map(|o| o.0.clone()).unwrap_or_default();
+fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, field: Field, input: Input) -> AnyView {
+    let id = format!("c-{}", field.as_str());
+    let label = t(lang, field_key(field));
+    match input {
+        Input::Select(choices) => {
+            let first = choices.first().map(|c| c.value.clone()).unwrap_or_default();
             let ds2 = ds.clone();
             let open = use_context::<OwnOpen>();
             let current = move || {
-                if field == "model" && (state.with(is_own_model) || open.is_some_and(|o| o.0.get()))
-                {
-                    return CUSTOM.to_string();
+                if field == Field::Model && (state.with(is_own_model) || open.is_some_and(|o| o.0.get())) {
+                    return OWN_MODEL.to_string();
                 }
-                match state.with(|s| s.get(field).cloned()) {
+                match state.with(|s| s.get(field.as_str()).cloned()) {
                     Some(Value::String(s)) => s,
                     Some(v) if !v.is_null() => v.to_string(),
                     // Unset: the first option is the default (flash attention on).
@@ -469,43 +233,30 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
                 }
             };
             view! {
-                <label for=id.clone()>{t(lang, label)}</label>
+                <label for=id.clone()>{label}</label>
                 <select id=id prop:value=current on:change=move |ev| {
                     let v = event_target_value(&ev);
-                    if field == "model" {
+                    if field == Field::Model {
                         if let Some(o) = open {
-                            o.0.set(v == CUSTOM);
+                            o.0.set(v == OWN_MODEL);
                         }
-                        if v == CUSTOM {
+                        if v == OWN_MODEL {
                             return;
                         }
                     }
-                    let value = if v.is_empty() {
-                        Value::Null
-                    } else if v == "true" || v == "false" {
-                        json!(v == "true")
-                    } else {
-                        v.parse::<u64>().ok().filter(|_| field == "zero").map(|n| json!(n)).unwrap_or(Value::String(v))
-                    };
-                    state.update(|s| set_field(&ds2, s, field, value));
+                    state.update(|s| set_field(&ds2, s, field, choice_value(field, &v)));
                 }>
-                    {options.into_iter().map(|(v, l)| view! { <option value=v>{l}</option> }).collect_view()}
+                    {choices.into_iter().map(|c| view! { <option value=c.value.clone()>{choice_text(lang, &c)}</option> }).collect_view()}
                 </select>
             }
             .into_any()
         }
-        Ctl::Number(field, label, step) => control_view(
-            lang,
-            ds,
-            state,
-            Ctl::NumberOr(field, label, step, String::new()),
-        ),
-        Ctl::NumberOr(field, label, step, placeholder) => {
-            let id = format!("c-{field}");
+        Input::Number { step, default } => {
             let node = NodeRef::<leptos::html::Input>::new();
-            let current = move || number_text(node, state.with(|s| s.get(field).cloned()));
+            let current = move || number_text(node, state.with(|s| s.get(field.as_str()).cloned()));
+            let placeholder = default.unwrap_or_default();
             view! {
-                <label for=id.clone()>{t(lang, label)}</label>
+                <label for=id.clone()>{label}</label>
                 <input node_ref=node id=id type="text" inputmode="decimal" autocomplete="off" min="0" step=step placeholder=placeholder prop:value=current on:input=move |ev| {
                     let v = event_target_value(&ev);
                     let value = if v.trim().is_empty() {
@@ -522,10 +273,8 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
             }
             .into_any()
         }
-        Ctl::Check(field, label) => {
-            let id = format!("c-{field}");
-            let current =
-                move || state.with(|s| s.get(field).and_then(|v| v.as_bool()).unwrap_or(false));
+        Input::Check => {
+            let current = move || state.with(|s| s.get(field.as_str()).and_then(|v| v.as_bool()).unwrap_or(false));
             let for_id = id.clone();
             view! {
                 <label class="check" for=for_id>
@@ -533,7 +282,7 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, ctl: Ctl) -> AnyVi
                         let on = event_target_checked(&ev);
                         state.update(|s| set_field(&ds, s, field, json!(on)));
                     } />
-                    {t(lang, label)}
+                    {label}
                 </label>
             }
             .into_any()
@@ -1383,7 +1132,7 @@ fn OwnModelPanel(
                 keep_card(&old, s);
             }
             if let Some(m) = w.get("model").cloned() {
-                set_field(&ds_k, s, "model", m);
+                set_field(&ds_k, s, Field::Model, m);
             }
             for (k, v) in w
                 .iter()
@@ -2014,7 +1763,7 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
         <form class="calc" on:submit=|ev| ev.prevent_default()>
             {move || {
                 let s = state.get();
-                controls(lang, &ds_f, &s).into_iter().map(|c| view! { <div class="field">{control_view(lang, ds_f.clone(), state, c)}</div> }).collect_view()
+                fields(&ds_f, &s).into_iter().map(|(field, input)| view! { <div class="field">{control_view(lang, ds_f.clone(), state, field, input)}</div> }).collect_view()
             }}
         </form>
         {move || show_panel().then(|| view! { <OwnModelPanel lang=lang ds=ds_o.clone() state=state arch=arch manual_open=manual_open /> })}

@@ -123,6 +123,15 @@ pub fn ClaimList(lang: Lang, ds: Data, query: String) -> impl IntoView {
     }
 }
 
+/// Where a claim was said: the seed article's title and publisher, or the address.
+fn origin_text(lang: Lang, seeds: &[headroom_core::Seed], o: &headroom_core::Origin) -> String {
+    match (&o.seed, &o.url) {
+        (Some(f), _) => seeds.iter().find(|s| &s.file == f).map(|s| format!("{} — {}", s.title, s.publisher)).unwrap_or_else(|| fmt(lang, k::CLAIM_SEED, &[("file", f)])),
+        (None, Some(u)) => u.clone(),
+        _ => String::new(),
+    }
+}
+
 #[component]
 pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
     let c = claim;
@@ -168,21 +177,17 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
                 {move || detail.get().filter(|d| !d.origins.is_empty()).map(|d| view! {
                     <dt>{t(lang, k::CLAIM_ORIGIN)}</dt>
                     <dd><ul>{d.origins.iter().map(|o| {
-                        let who = match (&o.seed, &o.url) {
-                            (Some(f), _) => seeds.iter().find(|s| &s.file == f).map(|s| format!("{} — {}", s.title, s.publisher)).unwrap_or_else(|| fmt(lang, k::CLAIM_SEED, &[("file", f)])),
-                            (None, Some(u)) => u.clone(),
-                            _ => String::new(),
-                        };
+                        let who = origin_text(lang, &seeds, o);
                         view! { <li>{who}" ("{o.locator.get(lang).to_string()}")"{o.quote.clone().map(|q| view! { <blockquote class="seed-quote"><pre>{q}</pre></blockquote> })}</li> }
                     }).collect_view()}</ul></dd>
                 })}
             </dl>
             <h2>{t(lang, k::CLAIM_SOURCES)}</h2>
             <ol class="sources">
-                {move || { let d = detail.get(); let all_inputs = d.as_ref().map(|d| d.inputs.clone()).unwrap_or_default(); d.map(|d| d.sources).unwrap_or_default().iter().enumerate().map(|(i, s)| {
+                {move || detail.get().map(|d| d.sources.iter().enumerate().map(|(i, s)| {
                     let title = s.title.clone();
                     let link = s.url.clone();
-                    let inputs = all_inputs.iter().find(|x| x.source == i).map(|x| x.inputs.clone()).unwrap_or_default();
+                    let inputs = d.inputs_of(i).to_vec();
                     view! {
                         <li>
                             <p>
@@ -214,7 +219,7 @@ pub fn ClaimPage(lang: Lang, ds: Data, claim: Claim) -> impl IntoView {
                             })}
                         </li>
                     }
-                }).collect_view() }}
+                }).collect_view())}
             </ol>
             {move || {
                 let measurements: Vec<_> = detail.get().map(|d| d.sources).unwrap_or_default().into_iter().filter(|s| s.kind == SourceKind::Measurement).collect();

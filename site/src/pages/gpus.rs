@@ -82,6 +82,11 @@ pub fn GpuTable(lang: Lang, ds: Data) -> impl IntoView {
                 <tbody>
                     {gpus.into_iter().map(|g| {
                         let source = g.source.url.clone().unwrap_or_default();
+                        // Accepted probe reports aggregated by `dataset aggregate`.
+                        let measured = match ds.aggregate(&format!("{}/usable_bytes", g.id)) {
+                            Some(a) => fmt(lang, k::GPUS_MEASURED_VALUE, &[("usable", &crate::fmt::gib(a.median, lang)), ("submitters", &a.submitters.to_string())]),
+                            None => t(lang, k::GPUS_NOT_MEASURED).to_string(),
+                        };
                         view! {
                             <tr data-gpu=g.id.clone()>
                                 <th scope="row">{g.name.clone()}</th>
@@ -95,14 +100,7 @@ pub fn GpuTable(lang: Lang, ds: Data) -> impl IntoView {
                                 <td>{architecture(lang, &g)}</td>
                                 <td>{segment_label(lang, g.segment)}</td>
                                 <td><a href=source rel="noopener">{t(lang, source_kind_key(g.source.kind))}</a></td>
-                                // Accepted probe reports aggregated by `dataset aggregate`.
-                                <td class="num">{match ds.measurements.iter().find(|a| a.gpu == g.id && a.measurement == "usable_bytes") {
-                                    Some(a) => fmt(lang, k::GPUS_MEASURED_VALUE, &[
-                                        ("usable", &crate::fmt::gib(a.median, lang)),
-                                        ("submitters", &a.submitters.to_string()),
-                                    ]),
-                                    None => t(lang, k::GPUS_NOT_MEASURED).to_string(),
-                                }}</td>
+                                <td class="num">{measured}</td>
                                 // The probe's allocator check, per driver branch.
                                 <td class="alloc-checked">{alloc_checked(lang, &ds, &g.id)}</td>
                             </tr>

@@ -1,8 +1,301 @@
-//! The calculator form's rules: which fields a workload being edited offers, decided on the form's
-//! state (a JSON object that may not be a valid workload yet). The site renders what these say;
-//! they are tested here, natively.
+//! The calculator form's rules: which fields a workload being edited offers, with which choices
+//! and defaults, decided on the form's state (a JSON object that may not be a valid workload yet),
+//! and how a change to one field carries over to the others. The site gives each field, and each
+//! worded choice, its text in the reader's language and renders what these say; they are tested
+//! here, natively.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
+
+use crate::{Dataset, Modality, QuantFamily};
+
+/// The model select's value that opens the "your model" panel.
+pub const OWN_MODEL: &str = "custom";
+
+/// A field of the form, by the workload key it sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    Model,
+    Method,
+    Precision,
+    Optimizer,
+    Seq,
+    Batch,
+    GradientCheckpointing,
+    LoraRank,
+    Gpus,
+    Zero,
+    Fsdp,
+    CpuOffload,
+    TextEncoderPrecision,
+    Width,
+    Height,
+    Frames,
+    Cfg,
+    Component,
+    TextEncoders,
+    Offload,
+    BlockSwap,
+    TiledVae,
+    Engine,
+    Weights,
+    KvCache,
+    Context,
+    GpuMemoryUtilization,
+    GpuLayers,
+    FlashAttention,
+    Ubatch,
+    CpuMoeLayers,
+    AllLogits,
+}
+crate::string_enum!(Field { Model = "model", Method = "method", Precision = "precision", Optimizer = "optimizer", Seq = "seq", Batch = "batch", GradientCheckpointing = "gradient_checkpointing", LoraRank = "lora_rank", Gpus = "gpus", Zero = "zero", Fsdp = "fsdp", CpuOffload = "cpu_offload", TextEncoderPrecision = "text_encoder_precision", Width = "width", Height = "height", Frames = "frames", Cfg = "cfg", Component = "component", TextEncoders = "text_encoders", Offload = "offload", BlockSwap = "block_swap", TiledVae = "tiled_vae", Engine = "engine", Weights = "weights", KvCache = "kv_cache", Context = "context", GpuMemoryUtilization = "gpu_memory_utilization", GpuLayers = "gpu_layers", FlashAttention = "flash_attention", Ubatch = "ubatch", CpuMoeLayers = "cpu_moe_layers", AllLogits = "all_logits" });
+
+/// How a field is entered.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// One of these choices; unset means the first.
+    Select(Vec<Choice>),
+    /// A number, with the input's step and what an empty field means (shown as the placeholder).
+    Number { step: &'static str, default: Option<String> },
+    Check,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    pub value: String,
+    pub text: ChoiceText,
+}
+
+/// What a choice reads as.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChoiceText {
+    /// The value itself (a format id, a ZeRO stage).
+    Value,
+    /// A name, the same in every language (a catalog model's name, "vLLM", "AdamW").
+    Name(String),
+    /// Worded in the reader's language.
+    Word(Word),
+    /// The engine's default format when the field is left empty, named.
+    DefaultFormat(String),
+}
+
+/// The choices the site words in the reader's language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Word {
+    OwnModel,
+    MethodFull,
+    FsdpNone,
+    FsdpFull,
+    FsdpShardGradOp,
+    FsdpHybrid,
+    CpuOffloadNone,
+    CpuOffloadOptimizer,
+    CpuOffloadParams,
+    ComponentPipeline,
+    ComponentDenoiser,
+    ComponentTextEncoder,
+    ComponentVaeDecode,
+    OnGpu,
+    OnCpu,
+    OffloadNone,
+    OffloadModel,
+    OffloadSequential,
+    FlashAttentionOn,
+    FlashAttentionOff,
+}
+
+fn named(items: &[(&str, &str)]) -> Vec<Choice> {
+    items.iter().map(|&(v, name)| Choice { value: v.into(), text: ChoiceText::Name(name.into()) }).collect()
+}
+
+fn worded(items: &[(&str, Word)]) -> Vec<Choice> {
+    items.iter().map(|&(v, w)| Choice { value: v.into(), text: ChoiceText::Word(w) }).collect()
+}
+
+/// The formats of `ids` the dataset has.
+fn formats(ds: &Dataset, ids: &[&str]) -> Vec<Choice> {
+    ids.iter().filter(|id| ds.quant(id).is_some()).map(|id| Choice { value: id.to_string(), text: ChoiceText::Value }).collect()
+}
+
+fn select(field: Field, choices: Vec<Choice>) -> (Field, Input) {
+    (field, Input::Select(choices))
+}
+
+fn number(field: Field, step: &'static str) -> (Field, Input) {
+    (field, Input::Number { step, default: None })
+}
+
+fn number_or(field: Field, step: &'static str, default: String) -> (Field, Input) {
+    (field, Input::Number { step, default: Some(default) })
+}
+
+/// The catalog's models of a kind, then the reader's own.
+fn models<'a>(names: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<Choice> {
+    let mut c: Vec<Choice> = names.map(|(id, name)| Choice { value: id.into(), text: ChoiceText::Name(name.into()) }).collect();
+    c.push(Choice { value: OWN_MODEL.into(), text: ChoiceText::Word(Word::OwnModel) });
+    c
+}
+
+/// The fields the form shows for this state, in order.
+pub fn fields(ds: &Dataset, s: &Map<String, Value>) -> Vec<(Field, Input)> {
+    let text = |f: &str| s.get(f).and_then(Value::as_str).unwrap_or("").to_string();
+    let llms = || models(ds.llms.iter().map(|m| (m.id.as_str(), m.name.as_str())));
+    match s.get("kind").and_then(Value::as_str).unwrap_or("llm-inference") {
+        "training" => training_fields(s, llms()),
+        "diffusion" => {
+            let video = ds.diffusion_model(&text("model")).is_some_and(|m| m.modality == Modality::Video);
+            // Empty: the engine's default, which follows the denoiser (bf16 under a GGUF one).
+            let den = text("precision");
+            let follows = if ds.quant(&den).is_some_and(|q| q.family == QuantFamily::Float) { den } else { "bf16".into() };
+            let mut te = vec![Choice { value: String::new(), text: ChoiceText::DefaultFormat(follows) }];
+            te.extend(formats(ds, &["fp32", "bf16", "fp16", "fp8"]));
+            let mut c = vec![
+                select(Field::Model, models(ds.diffusion.iter().map(|m| (m.id.as_str(), m.name.as_str())))),
+                select(Field::Precision, formats(ds, &["fp32", "bf16", "fp16", "fp8", "Q8_0", "Q6_K", "Q5_K_S", "Q4_K_S", "Q3_K_S"])),
+                select(Field::TextEncoderPrecision, te),
+                number(Field::Width, "8"),
+                number(Field::Height, "8"),
+            ];
+            if video {
+                c.push(number(Field::Frames, "4"));
+            }
+            c.extend([
+                number(Field::Batch, "1"),
+                (Field::Cfg, Input::Check),
+                select(
+                    Field::Component,
+                    worded(&[
+                        ("pipeline", Word::ComponentPipeline),
+                        ("denoiser", Word::ComponentDenoiser),
+                        ("text-encoder", Word::ComponentTextEncoder),
+                        ("vae-decode", Word::ComponentVaeDecode),
+                    ]),
+                ),
+                select(Field::TextEncoders, worded(&[("gpu", Word::OnGpu), ("cpu", Word::OnCpu)])),
+                select(Field::Offload, worded(&[("none", Word::OffloadNone), ("model", Word::OffloadModel), ("sequential", Word::OffloadSequential)])),
+                number(Field::BlockSwap, "1"),
+                (Field::TiledVae, Input::Check),
+            ]);
+            c
+        }
+        _ => inference_fields(ds, s, llms()),
+    }
+}
+
+fn training_fields(s: &Map<String, Value>, llms: Vec<Choice>) -> Vec<(Field, Input)> {
+    let mut c = vec![
+        select(Field::Model, llms),
+        select(Field::Method, {
+            let mut m = worded(&[("full", Word::MethodFull)]);
+            m.extend(named(&[("lora", "LoRA"), ("qlora", "QLoRA")]));
+            m
+        }),
+        select(Field::Precision, named(&[("bf16", "bf16"), ("fp16", "fp16"), ("mixed-bf16", "fp32 + bf16 autocast"), ("fp32", "fp32")])),
+        select(Field::Optimizer, named(&[("adamw", "AdamW"), ("adamw-8bit", "AdamW 8-bit"), ("sgd", "SGD")])),
+        number(Field::Seq, "1"),
+        number(Field::Batch, "1"),
+        (Field::GradientCheckpointing, Input::Check),
+    ];
+    if s.get("method").and_then(Value::as_str).unwrap_or("") != "full" {
+        c.push(number(Field::LoraRank, "1"));
+    }
+    c.push(number(Field::Gpus, "1"));
+    c.push(select(Field::Zero, ["0", "1", "2", "3"].iter().map(|z| Choice { value: z.to_string(), text: ChoiceText::Value }).collect()));
+    c.push(select(
+        Field::Fsdp,
+        worded(&[("", Word::FsdpNone), ("full", Word::FsdpFull), ("shard-grad-op", Word::FsdpShardGradOp), ("hybrid", Word::FsdpHybrid)]),
+    ));
+    if offers_cpu_offload(s) {
+        c.push(select(
+            Field::CpuOffload,
+            worded(&[("", Word::CpuOffloadNone), ("optimizer", Word::CpuOffloadOptimizer), ("params", Word::CpuOffloadParams)]),
+        ));
+    }
+    c
+}
+
+fn inference_fields(ds: &Dataset, s: &Map<String, Value>, llms: Vec<Choice>) -> Vec<(Field, Input)> {
+    let text = |f: &str| s.get(f).and_then(Value::as_str).unwrap_or("").to_string();
+    let engine = text("engine");
+    // A model file's own format joins the list when it is not one of the usual ones.
+    let mut weights = formats(
+        ds,
+        &["bf16", "fp16", "fp8", "int8", "awq-int4", "gptq-int4", "nf4", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_K_S", "Q3_K_M", "IQ4_XS", "Q2_K"],
+    );
+    let current = text("weights");
+    if !weights.iter().any(|c| c.value == current) && ds.quant(&current).is_some() {
+        weights.push(Choice { value: current, text: ChoiceText::Value });
+    }
+    let mut c = vec![
+        select(Field::Model, llms),
+        select(Field::Engine, named(&[("transformers", "transformers"), ("vllm", "vLLM"), ("llama.cpp", "llama.cpp"), ("ollama", "Ollama")])),
+        select(Field::Weights, weights),
+        select(Field::KvCache, formats(ds, &["bf16", "fp16", "fp8", "q8_0", "q4_0"])),
+        number(Field::Context, "256"),
+        number(Field::Batch, "1"),
+    ];
+    if engine != "transformers" {
+        // The GPUs the model is spread over (another card in the machine sets it too).
+        c.push(number_or(Field::Gpus, "1", "1".into()));
+    }
+    match engine.as_str() {
+        "vllm" => c.push(number(Field::GpuMemoryUtilization, "0.01")),
+        "llama.cpp" | "ollama" => {
+            let m = ds.llm(&text("model"));
+            // -ngl counts the output layer: the default is "every layer".
+            c.push(number_or(Field::GpuLayers, "1", m.map(|m| (m.layers + 1).to_string()).unwrap_or_default()));
+            c.push(select(Field::FlashAttention, worded(&[("true", Word::FlashAttentionOn), ("false", Word::FlashAttentionOff)])));
+            // The micro-batch llama.cpp takes by default, or the one Ollama picks for this context.
+            let num = |f: &str| s.get(f).and_then(Value::as_u64);
+            let tokens = num("context").unwrap_or(0) * num("batch").unwrap_or(1).max(1);
+            let fa_off = s.get("flash_attention").and_then(Value::as_bool) == Some(false);
+            let ub = if engine == "ollama" {
+                super::llamacpp::ollama_batch(ds, tokens, fa_off).ok()
+            } else {
+                ds.claim("fit-llamacpp-ubatch").and_then(|c| c.value.as_ref()).and_then(|v| v.number)
+            };
+            c.push(number_or(Field::Ubatch, "1", ub.map(|u| u.to_string()).unwrap_or_default()));
+            if m.is_some_and(|m| m.is_moe()) {
+                c.push(number_or(Field::CpuMoeLayers, "1", "0".into()));
+            }
+        }
+        _ => c.push((Field::AllLogits, Input::Check)),
+    }
+    c
+}
+
+/// The value a select's choice sets: none for the empty choice, a boolean for `true`/`false`, a
+/// number for the ZeRO stage, else the text.
+pub fn choice_value(field: Field, v: &str) -> Value {
+    match v {
+        "" => Value::Null,
+        "true" | "false" => json!(v == "true"),
+        _ => v.parse::<u64>().ok().filter(|_| field == Field::Zero).map(|n| json!(n)).unwrap_or_else(|| Value::String(v.into())),
+    }
+}
+
+/// Sets one field (none removes it); a new model of a diffusion workload brings that model's
+/// size, guidance and frames, and drops the checkpoint recognised for the previous one.
+pub fn set_field(ds: &Dataset, s: &mut Map<String, Value>, field: Field, value: Value) {
+    if field == Field::Model && s.get("kind").and_then(Value::as_str) == Some("diffusion") {
+        s.remove("file");
+        if let Some(m) = value.as_str().and_then(|id| ds.diffusion_model(id)) {
+            let (w, h) = super::diffusion::native_size(ds, m).unwrap_or((0, 0));
+            s.insert("width".into(), json!(w));
+            s.insert("height".into(), json!(h));
+            s.insert("cfg".into(), json!(super::diffusion::default_cfg(m.family)));
+            if m.modality == Modality::Video {
+                s.insert("frames".into(), json!(super::diffusion::default_frames(ds, m).unwrap_or(1)));
+            } else {
+                s.remove("frames");
+            }
+        }
+    }
+    if value.is_null() {
+        s.remove(field.as_str());
+    } else {
+        s.insert(field.as_str().into(), value);
+    }
+}
 
 /// Whether the workload can be spread over several GPUs in one machine, so the form offers
 /// another card: training (data parallel) and the engines that split a model (vLLM, llama.cpp,

@@ -525,7 +525,7 @@ pub fn gpu_limit_bytes(ds: &Dataset, g: &crate::Gpu) -> Result<u64, String> {
 /// id.
 pub fn process_context(ds: &Dataset, gpu: Option<&crate::Gpu>) -> Result<(u64, String), String> {
     if let Some(g) = gpu
-        && let Some(a) = ds.measurements.iter().find(|a| a.gpu == g.id && a.measurement == "usable_bytes")
+        && let Some(a) = ds.aggregate(&format!("{}/usable_bytes", g.id))
         && a.median > 0.0
         && (a.median as u64) < gpu_bytes(g)
     {
