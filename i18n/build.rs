@@ -28,8 +28,7 @@ fn main() {
         let path = root.join(lang).join("ui.toml");
         println!("cargo:rerun-if-changed={}", path.display());
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let table: toml::Table =
-            toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mut flat = Vec::new();
         flatten("", &table, &mut flat, &path.display().to_string());
         tables.push((lang.to_string(), flat));
@@ -69,10 +68,7 @@ fn main() {
     writeln!(code, "pub const KEYS: [&str; {}] = {:?};", reference.len(), reference.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()).unwrap();
     writeln!(code, "static STRINGS: [[&str; {}]; 5] = [", reference.len()).unwrap();
     for (_, table) in &tables {
-        let ordered: Vec<&str> = reference
-            .iter()
-            .map(|(k, _)| table.iter().find(|(k2, _)| k2 == k).map(|(_, v)| v.as_str()).unwrap())
-            .collect();
+        let ordered: Vec<&str> = reference.iter().map(|(k, _)| table.iter().find(|(k2, _)| k2 == k).map(|(_, v)| v.as_str()).unwrap()).collect();
         writeln!(code, "    {ordered:?},").unwrap();
     }
     writeln!(code, "];").unwrap();

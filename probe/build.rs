@@ -4,15 +4,8 @@
 use std::io::Write;
 
 /// (name, fitted): the model was fitted to the first four; the hold-outs were not used for it.
-const TRACES: [(&str, bool); 7] = [
-    ("churn", true),
-    ("grow", true),
-    ("resolution", true),
-    ("model", true),
-    ("churn-holdout", false),
-    ("grow-holdout", false),
-    ("resolution-holdout", false),
-];
+const TRACES: [(&str, bool); 7] =
+    [("churn", true), ("grow", true), ("resolution", true), ("model", true), ("churn-holdout", false), ("grow-holdout", false), ("resolution-holdout", false)];
 
 fn main() {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));

@@ -62,16 +62,11 @@ fn bench(c: &mut Criterion) {
     // `_record_memory_history`, read from its snapshot pickle) on an H200-sized device.
     // (`cargo bench` runs in the package folder; a copied bench binary can run there too)
     let dir = std::path::PathBuf::from("fidelity/traces");
-    let dir = if dir.is_dir() {
-        dir
-    } else {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity/traces")
-    };
+    let dir = if dir.is_dir() { dir } else { std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity/traces") };
     let mut g = c.benchmark_group("traces");
     g.sample_size(20);
     for name in ["churn.json", "grow.json", "resolution.json", "model.pkl"] {
-        let t = trace::parse(&std::fs::read(dir.join(name)).expect("fidelity trace"))
-            .expect("fidelity trace parses");
+        let t = trace::parse(&std::fs::read(dir.join(name)).expect("fidelity trace")).expect("fidelity trace parses");
         let opts = Options::new(config::parse("").unwrap(), 150_109_880_320);
         g.throughput(Throughput::Elements(t.events.len() as u64));
         g.bench_function(name, |b| b.iter(|| replay(&t, &opts)));

@@ -8,9 +8,5 @@ fn main() {
     let mut o = Options::new(config::parse(&a[2]).unwrap(), 150_109_880_320);
     o.memory_fraction = Some(a[3].parse().unwrap());
     let r = replay(&t, &o);
-    print!(
-        "{}/{:.2}G",
-        r.oom_at.map_or("-".into(), |v| v.to_string()),
-        r.peak_reserved as f64 / (1u64 << 30) as f64
-    );
+    print!("{}/{:.2}G", r.oom_at.map_or("-".into(), |v| v.to_string()), r.peak_reserved as f64 / (1u64 << 30) as f64);
 }

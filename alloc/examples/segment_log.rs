@@ -26,9 +26,6 @@ fn main() {
         }
     }
     for (k, addr, size, n_alloc) in n.segment_log.take().unwrap() {
-        println!(
-            "[\"{}\",{addr},{size},{n_alloc}]",
-            headroom_alloc::native::SEGMENT_EVENTS[k as usize]
-        );
+        println!("[\"{}\",{addr},{size},{n_alloc}]", headroom_alloc::native::SEGMENT_EVENTS[k as usize]);
     }
 }

@@ -115,10 +115,7 @@ impl Backing {
             // most allocations lie inside one chunk: no loop whose length the CPU must guess
             u64::from(self.users[first] == 0)
         } else {
-            self.users[first..=last.min(known - 1)]
-                .iter()
-                .map(|&u| u64::from(u == 0))
-                .sum()
+            self.users[first..=last.min(known - 1)].iter().map(|&u| u64::from(u == 0)).sum()
         };
         (self.touched + fresh + beyond).saturating_sub(self.held) * CHUNK
     }
@@ -212,10 +209,7 @@ impl Recency {
     fn latest_fit(&self, len: u64) -> Option<usize> {
         let b = self.block_max.iter().rposition(|&m| m >= len)?;
         let end = ((b + 1) * BLOCK).min(self.lens.len());
-        self.lens[b * BLOCK..end]
-            .iter()
-            .rposition(|&l| l >= len)
-            .map(|i| b * BLOCK + i)
+        self.lens[b * BLOCK..end].iter().rposition(|&l| l >= len).map(|i| b * BLOCK + i)
     }
 }
 
@@ -270,10 +264,7 @@ impl AsyncPool {
             for (&l, &st) in old.lens.iter().zip(&old.starts) {
                 if l > 0 {
                     let n = self.recency.push(st, l);
-                    self.free_by_start
-                        .get_mut(&st)
-                        .expect("a live slot has its range")
-                        .1 = n as u32;
+                    self.free_by_start.get_mut(&st).expect("a live slot has its range").1 = n as u32;
                 }
             }
         }
@@ -311,13 +302,7 @@ impl AsyncPool {
 
     /// `mallocAsync`: the offset inside the pool, or the OOM.
     pub fn malloc(&mut self, size: u64) -> Result<u64, AsyncOom> {
-        let oom = |p: &Self| AsyncOom {
-            requested: size,
-            used: p.used,
-            device_total: p.device.total,
-            device_free: p.device.free_now(),
-            limit: p.limit,
-        };
+        let oom = |p: &Self| AsyncOom { requested: size, used: p.used, device_total: p.device.total, device_free: p.device.free_now(), limit: p.limit };
         if self.used.checked_add(size).is_none_or(|u| u > self.limit) {
             return Err(oom(self));
         }
@@ -340,10 +325,7 @@ impl AsyncPool {
                     let rest = start + sz;
                     self.free_by_start.remove(&start);
                     self.free_by_start.insert(rest, (len - sz, slot as u32));
-                    *self
-                        .free_by_end
-                        .get_mut(&(start + len))
-                        .expect("a free range") = rest;
+                    *self.free_by_end.get_mut(&(start + len)).expect("a free range") = rest;
                     self.recency.starts[slot] = rest;
                     self.recency.set(slot, len - sz);
                 } else {
@@ -396,13 +378,7 @@ mod tests {
         }
         impl Reference {
             fn malloc(&mut self, sz: u64) -> u64 {
-                let best = self
-                    .free
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, f)| f.1 >= sz)
-                    .max_by_key(|(_, f)| f.2)
-                    .map(|(i, _)| i);
+                let best = self.free.iter().enumerate().filter(|(_, f)| f.1 >= sz).max_by_key(|(_, f)| f.2).map(|(i, _)| i);
                 match best {
                     Some(i) => {
                         let (s, l, t) = self.free[i];
@@ -436,11 +412,7 @@ mod tests {
             }
         }
         let mut p = pool();
-        let mut r = Reference {
-            free: Vec::new(),
-            end: 0,
-            time: 0,
-        };
+        let mut r = Reference { free: Vec::new(), end: 0, time: 0 };
         let mut live: Vec<(u64, u64)> = Vec::new();
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut rand = move || {

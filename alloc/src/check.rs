@@ -82,20 +82,11 @@ fn describe(op: Option<(&DriverOp, Option<i128>)>) -> String {
 /// Compares the model's log with the device's; `*_at[i]` is the trace event of call `i`.
 pub fn compare(model: &[DriverOp], model_at: &[u64], device: &[DriverOp], device_at: &[u64]) -> Placements {
     let (rm, rd) = (relative(model), relative(device));
-    let mut p = Placements {
-        model_calls: model.len() as u64,
-        device_calls: device.len() as u64,
-        ..Placements::default()
-    };
+    let mut p = Placements { model_calls: model.len() as u64, device_calls: device.len() as u64, ..Placements::default() };
     for i in 0..model.len().max(device.len()) {
         let m = model.get(i).map(|o| (o, rm[i]));
         let d = device.get(i).map(|o| (o, rd[i]));
-        let at = || Divergence {
-            call: i as u64,
-            event: device_at.get(i).or(model_at.get(i)).copied().unwrap_or(0),
-            model: describe(m),
-            device: describe(d),
-        };
+        let at = || Divergence { call: i as u64, event: device_at.get(i).or(model_at.get(i)).copied().unwrap_or(0), model: describe(m), device: describe(d) };
         let (alike, moved) = match (m, d) {
             (Some((a, ra)), Some((b, rb))) => {
                 let alike = a.kind == b.kind && a.bytes == b.bytes && ra.is_some() == rb.is_some();
@@ -157,7 +148,8 @@ mod tests {
     #[test]
     fn a_refusal_and_a_missing_call_are_divergences() {
         let m = [op(OpKind::Malloc, Some(1 << 40), 20 * MIB), op(OpKind::Malloc, None, 40 * MIB)];
-        let d = [op(OpKind::Malloc, Some(1 << 41), 20 * MIB), op(OpKind::Malloc, Some((1 << 41) - 64 * MIB), 40 * MIB), op(OpKind::Free, Some(1 << 41), 20 * MIB)];
+        let d =
+            [op(OpKind::Malloc, Some(1 << 41), 20 * MIB), op(OpKind::Malloc, Some((1 << 41) - 64 * MIB), 40 * MIB), op(OpKind::Free, Some(1 << 41), 20 * MIB)];
         let p = compare(&m, &[0, 1], &d, &[0, 1, 1]);
         assert_eq!(p.divergent, 2);
         assert_eq!((p.placements, p.moved), (1, 0));

@@ -134,24 +134,16 @@ const TOKENIZER_ASSERT_AT: &str = "\"/pytorch/c10/core/AllocatorConfig.h\"";
 fn internal_assert(cond: &str, line: u32, msg: &str) -> ConfigError {
     ConfigError {
         kind: ErrorKind::RuntimeError,
-        message: format!(
-            "{cond} INTERNAL ASSERT FAILED at {TOKENIZER_ASSERT_AT}:{line}, please report a bug to PyTorch. {msg}"
-        ),
+        message: format!("{cond} INTERNAL ASSERT FAILED at {TOKENIZER_ASSERT_AT}:{line}, please report a bug to PyTorch. {msg}"),
     }
 }
 
 fn value_error(msg: impl Into<String>) -> ConfigError {
-    ConfigError {
-        kind: ErrorKind::ValueError,
-        message: msg.into(),
-    }
+    ConfigError { kind: ErrorKind::ValueError, message: msg.into() }
 }
 
 fn runtime_error(msg: impl Into<String>) -> ConfigError {
-    ConfigError {
-        kind: ErrorKind::RuntimeError,
-        message: msg.into(),
-    }
+    ConfigError { kind: ErrorKind::RuntimeError, message: msg.into() }
 }
 
 // Line numbers of the asserts in 2.11.0's c10/core/AllocatorConfig.h (ConfigTokenizer):
@@ -212,26 +204,11 @@ impl Tokenizer {
     }
 
     fn err_at(&self, e: ConfigError) -> ConfigError {
-        if self.abort {
-            ConfigError {
-                kind: ErrorKind::Abort,
-                message: e.message,
-            }
-        } else {
-            e
-        }
+        if self.abort { ConfigError { kind: ErrorKind::Abort, message: e.message } } else { e }
     }
 
     fn check_index(&self, i: usize) -> Result<(), ConfigError> {
-        if i < self.toks.len() {
-            Ok(())
-        } else {
-            Err(self.err_at(internal_assert(
-                "i < config_.size()",
-                LINE_INDEX,
-                "Index out of bounds in ConfigTokenizer",
-            )))
-        }
+        if i < self.toks.len() { Ok(()) } else { Err(self.err_at(internal_assert("i < config_.size()", LINE_INDEX, "Index out of bounds in ConfigTokenizer"))) }
     }
 
     /// `operator[]`.
@@ -260,9 +237,7 @@ impl Tokenizer {
         match self.toks[i].as_str() {
             "True" => Ok(true),
             "False" => Ok(false),
-            t => Err(value_error(format!(
-                "Expected 'True' or 'False' at index {i} in ConfigTokenizer but got '{t}'"
-            ))),
+            t => Err(value_error(format!("Expected 'True' or 'False' at index {i} in ConfigTokenizer but got '{t}'"))),
         }
     }
 
@@ -280,9 +255,7 @@ impl Tokenizer {
     /// `Unrecognized key '…' in {which} allocator config.`
     fn other_key(&self, i: usize, key: &str, which: &str) -> Result<usize, ConfigError> {
         if !ACCELERATOR_KEYS.contains(&key) && !CUDA_KEYS.contains(&key) {
-            return Err(value_error(format!(
-                "Unrecognized key '{key}' in {which} allocator config."
-            )));
+            return Err(value_error(format!("Unrecognized key '{key}' in {which} allocator config.")));
         }
         self.skip_key(i)
     }
@@ -327,10 +300,7 @@ pub fn stoull(s: &str) -> Result<u64, ConfigError> {
     let mut v: u64 = 0;
     let mut overflow = false;
     while i < b.len() && b[i].is_ascii_digit() {
-        match v
-            .checked_mul(10)
-            .and_then(|x| x.checked_add((b[i] - b'0') as u64))
-        {
+        match v.checked_mul(10).and_then(|x| x.checked_add((b[i] - b'0') as u64)) {
             Some(x) => v = x,
             None => overflow = true,
         }
@@ -361,10 +331,7 @@ pub fn stod(s: &str) -> Result<f64, ConfigError> {
         f64::INFINITY
     } else if lower.starts_with("nan") {
         f64::NAN
-    } else if lower.starts_with("0x")
-        && rest.len() > 2
-        && (rest.as_bytes()[2].is_ascii_hexdigit() || rest.as_bytes()[2] == b'.')
-    {
+    } else if lower.starts_with("0x") && rest.len() > 2 && (rest.as_bytes()[2].is_ascii_hexdigit() || rest.as_bytes()[2] == b'.') {
         parse_hex_float(&rest[2..]).ok_or_else(|| runtime_error("stod"))?
     } else {
         // decimal: digits [. digits] [e [sign] digits]
@@ -399,11 +366,7 @@ pub fn stod(s: &str) -> Result<f64, ConfigError> {
             }
         }
         let text = &rest[..j];
-        let text = if text.starts_with('.') {
-            format!("0{text}")
-        } else {
-            text.to_string()
-        };
+        let text = if text.starts_with('.') { format!("0{text}") } else { text.to_string() };
         let v: f64 = text.parse().map_err(|_| runtime_error("stod"))?;
         if v.is_infinite() {
             return Err(runtime_error("stod"));
@@ -500,10 +463,7 @@ pub const ACCELERATOR_KEYS: &[&str] = &[
 
 /// Parse a `PYTORCH_CUDA_ALLOC_CONF` value as PyTorch 2.11 does at process start.
 pub fn parse(env: &str) -> Result<AllocConf, ConfigError> {
-    let mut conf = AllocConf {
-        source: env.to_string(),
-        ..AllocConf::default()
-    };
+    let mut conf = AllocConf { source: env.to_string(), ..AllocConf::default() };
     let mut t = Tokenizer::new(env);
 
     // 1. BackendStaticInitializer::parseEnvForBackend (library load)
@@ -533,17 +493,11 @@ pub fn parse(env: &str) -> Result<AllocConf, ConfigError> {
             .toks
             .iter()
             .enumerate()
-            .filter(|(k, tok)| {
-                (*k == 0 || t.toks[k - 1] == ",")
-                    && !matches!(tok.as_str(), "backend" | "," | ":" | "[" | "]")
-            })
+            .filter(|(k, tok)| (*k == 0 || t.toks[k - 1] == ",") && !matches!(tok.as_str(), "backend" | "," | ":" | "[" | "]"))
             .map(|(_, tok)| tok.as_str())
             .collect();
         if !ignored.is_empty() {
-            conf.warnings.push(format!(
-                "backend:cudaMallocAsync ignores {} (PyTorch does not even check them)",
-                ignored.join(", ")
-            ));
+            conf.warnings.push(format!("backend:cudaMallocAsync ignores {} (PyTorch does not even check them)", ignored.join(", ")));
         }
         return Ok(conf);
     }
@@ -569,9 +523,7 @@ fn parse_cuda(t: &Tokenizer, conf: &mut AllocConf) -> Result<(), ConfigError> {
                 i += 1;
                 let v = t.at(i)?;
                 if v != "native" && v != "cudaMallocAsync" {
-                    return Err(value_error(
-                        "Unknown allocator backend, options are native and cudaMallocAsync",
-                    ));
+                    return Err(value_error("Unknown allocator backend, options are native and cudaMallocAsync"));
                 }
                 used_async = v == "cudaMallocAsync";
                 let name = match load_time {
@@ -579,9 +531,7 @@ fn parse_cuda(t: &Tokenizer, conf: &mut AllocConf) -> Result<(), ConfigError> {
                     Backend::CudaMallocAsync => "cudaMallocAsync",
                 };
                 if v != name {
-                    let msg = format!(
-                        "Allocator backend parsed at runtime != allocator backend parsed at load time, {v} != {name}"
-                    );
+                    let msg = format!("Allocator backend parsed at runtime != allocator backend parsed at load time, {v} != {name}");
                     return Err(runtime_error(format!(
                         "tokenizer[i] == get()->name() INTERNAL ASSERT FAILED at \"/pytorch/c10/cuda/CUDAAllocatorConfig.cpp\":44, please report a bug to PyTorch. {msg}"
                     )));
@@ -607,14 +557,10 @@ fn parse_cuda(t: &Tokenizer, conf: &mut AllocConf) -> Result<(), ConfigError> {
                 i += 1;
                 let v = t.to_size_t(i)?;
                 if !is_pow2(v) {
-                    return Err(value_error(format!(
-                        "Number of register threads has to be power of 2, got {v}"
-                    )));
+                    return Err(value_error(format!("Number of register threads has to be power of 2, got {v}")));
                 }
                 if v > PINNED_MAX_REGISTER_THREADS {
-                    return Err(value_error(format!(
-                        "Number of register threads should be less than or equal to {PINNED_MAX_REGISTER_THREADS}, got {v}"
-                    )));
+                    return Err(value_error(format!("Number of register threads should be less than or equal to {PINNED_MAX_REGISTER_THREADS}, got {v}")));
                 }
                 conf.pinned_num_register_threads = v;
                 used_native_specific = true;
@@ -625,9 +571,7 @@ fn parse_cuda(t: &Tokenizer, conf: &mut AllocConf) -> Result<(), ConfigError> {
                 i += 1;
                 let v = t.to_size_t(i)?;
                 if v == 0 {
-                    return Err(value_error(
-                        "Pinned reserve segment size has to be greater than 0",
-                    ));
+                    return Err(value_error("Pinned reserve segment size has to be greater than 0"));
                 }
                 conf.pinned_reserve_segment_size_mb = v;
                 used_native_specific = true;
@@ -645,9 +589,7 @@ fn parse_cuda(t: &Tokenizer, conf: &mut AllocConf) -> Result<(), ConfigError> {
                 i += 1;
                 let v = t.to_double(i)?;
                 if !(0.0..=1.0).contains(&v) {
-                    return Err(value_error(
-                        "per_process_memory_fraction is invalid, set it in [0.0, 1.0]",
-                    ));
+                    return Err(value_error("per_process_memory_fraction is invalid, set it in [0.0, 1.0]"));
                 }
                 conf.per_process_memory_fraction = v;
                 used_native_specific = true;
@@ -657,10 +599,7 @@ fn parse_cuda(t: &Tokenizer, conf: &mut AllocConf) -> Result<(), ConfigError> {
         i = t.next_entry(i)?;
     }
     if used_async && used_native_specific {
-        conf.warnings.push(
-            "backend:cudaMallocAsync ignores max_split_size_mb,roundup_power2_divisions, and garbage_collect_threshold."
-                .to_string(),
-        );
+        conf.warnings.push("backend:cudaMallocAsync ignores max_split_size_mb,roundup_power2_divisions, and garbage_collect_threshold.".to_string());
     }
     Ok(())
 }
@@ -676,9 +615,7 @@ fn parse_accelerator(t: &Tokenizer, conf: &mut AllocConf) -> Result<(), ConfigEr
             let v = t.to_size_t(i)?;
             let min_mb = K_MIN_LARGE_ALLOC / MIB;
             if v <= min_mb {
-                return Err(value_error(format!(
-                    "CachingAllocator option large_segment_size_mb must be > {min_mb} MB"
-                )));
+                return Err(value_error(format!("CachingAllocator option large_segment_size_mb must be > {min_mb} MB")));
             }
             conf.large_segment_size = v.min(u64::MAX / MIB) * MIB;
         }
@@ -698,9 +635,7 @@ fn parse_accelerator(t: &Tokenizer, conf: &mut AllocConf) -> Result<(), ConfigEr
                 i += 1;
                 let v = t.to_size_t(i)?;
                 if v < min_mb {
-                    return Err(value_error(format!(
-                        "CachingAllocator option {key} too small, must be >= {min_mb}"
-                    )));
+                    return Err(value_error(format!("CachingAllocator option {key} too small, must be >= {min_mb}")));
                 }
                 let bytes = v.min(u64::MAX / MIB) * MIB;
                 if key == "max_split_size_mb" {
@@ -715,9 +650,7 @@ fn parse_accelerator(t: &Tokenizer, conf: &mut AllocConf) -> Result<(), ConfigEr
                 i += 1;
                 let v = t.to_double(i)?;
                 if !(v > 0.0 && v < 1.0) {
-                    return Err(value_error(
-                        "garbage_collect_threshold is invalid, set it in (0.0, 1.0)",
-                    ));
+                    return Err(value_error("garbage_collect_threshold is invalid, set it in (0.0, 1.0)"));
                 }
                 conf.garbage_collection_threshold = v;
             }
@@ -760,9 +693,7 @@ fn parse_roundup(t: &Tokenizer, i: usize, conf: &mut AllocConf) -> Result<usize,
             i += 1;
             let value = t.to_size_t(i)?;
             if !(value == 0 || is_pow2(value)) {
-                return Err(value_error(
-                    "For roundups, the divisions has to be power of 2 or 0 to disable roundup ",
-                ));
+                return Err(value_error("For roundups, the divisions has to be power of 2 or 0 to disable roundup "));
             }
             if t.toks[value_index] == ">" {
                 for d in divs.iter_mut().skip(last_index + 1) {
@@ -771,9 +702,7 @@ fn parse_roundup(t: &Tokenizer, i: usize, conf: &mut AllocConf) -> Result<usize,
             } else {
                 let boundary = t.to_size_t(value_index)?;
                 if !is_pow2(boundary) {
-                    return Err(value_error(
-                        "For roundups, the intervals have to be power of 2 ",
-                    ));
+                    return Err(value_error("For roundups, the intervals have to be power of 2 "));
                 }
                 let index = (log2_floor(boundary) as usize).min(ROUNDUP_INTERVALS - 1);
                 if first_value {
@@ -800,9 +729,7 @@ fn parse_roundup(t: &Tokenizer, i: usize, conf: &mut AllocConf) -> Result<usize,
     } else {
         let value = t.to_size_t(i)?;
         if !is_pow2(value) {
-            return Err(value_error(
-                "For roundups, the divisions has to be power of 2 ",
-            ));
+            return Err(value_error("For roundups, the divisions has to be power of 2 "));
         }
         divs.fill(value);
     }
@@ -813,26 +740,18 @@ impl AllocConf {
     /// `AcceleratorAllocatorConfig::roundup_power2_divisions(size)`.
     pub fn divisions_for(&self, size: u64) -> u64 {
         let log_size = if size == 0 { 0 } else { log2_floor(size) };
-        let index = log_size
-            .saturating_sub(20)
-            .min(ROUNDUP_INTERVALS as u64 - 1);
+        let index = log_size.saturating_sub(20).min(ROUNDUP_INTERVALS as u64 - 1);
         self.roundup_power2_divisions[index as usize]
     }
 
     /// `max_split_size` as `memory_stats()["max_split_size"]` shows it (-1 = unlimited).
     pub fn max_split_size_stat(&self) -> i64 {
-        if self.max_split_size == u64::MAX {
-            -1
-        } else {
-            self.max_split_size as i64
-        }
+        if self.max_split_size == u64::MAX { -1 } else { self.max_split_size as i64 }
     }
 
     /// The `allocator_settings["roundup_power2_divisions"]` dict of a snapshot: interval start
     /// in MiB -> divisions.
     pub fn roundup_dict(&self) -> Vec<(u64, u64)> {
-        (0..ROUNDUP_INTERVALS)
-            .map(|i| (1u64 << i, self.roundup_power2_divisions[i]))
-            .collect()
+        (0..ROUNDUP_INTERVALS).map(|i| (1u64 << i, self.roundup_power2_divisions[i])).collect()
     }
 }

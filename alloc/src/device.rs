@@ -48,13 +48,7 @@ pub struct Device {
 
 impl Device {
     pub fn new(total: u64, free_at_start: u64) -> Self {
-        Device {
-            total,
-            free_at_start,
-            used: 0,
-            va: Va::new(),
-            reserve_next: VA_RESERVE_BASE,
-        }
+        Device { total, free_at_start, used: 0, va: Va::new(), reserve_next: VA_RESERVE_BASE }
     }
 
     /// `cudaMemGetInfo` free, as the OOM message reports it.
@@ -65,10 +59,7 @@ impl Device {
     /// Would `bytes` of physical memory (already page-rounded) fit?
     #[inline]
     pub fn can_take(&self, bytes: u64) -> bool {
-        self.used
-            .checked_add(bytes)
-            .and_then(|u| u.checked_add(DRIVER_RESERVE))
-            .is_some_and(|u| u <= self.free_at_start)
+        self.used.checked_add(bytes).and_then(|u| u.checked_add(DRIVER_RESERVE)).is_some_and(|u| u <= self.free_at_start)
     }
 
     /// `cudaMalloc(size)`: an address, or `None` for `cudaErrorMemoryAllocation`.
@@ -282,16 +273,9 @@ struct Va {
 impl Va {
     fn new() -> Self {
         const M: u64 = 1024 * 1024;
-        let mut va = Va {
-            low: VA_TOP,
-            chunks: BTreeMap::new(),
-            frags: BTreeMap::new(),
-            free: BTreeMap::new(),
-            newest: None,
-        };
+        let mut va = Va { low: VA_TOP, chunks: BTreeMap::new(), frags: BTreeMap::new(), free: BTreeMap::new(), newest: None };
         // the CUDA context's mappings, with the two gaps left between them
-        va.chunks
-            .insert(VA_TOP + 414 * M, (VA_TOP + 510 * M, 1, true));
+        va.chunks.insert(VA_TOP + 414 * M, (VA_TOP + 510 * M, 1, true));
         va.frags.insert(VA_TOP + 414 * M, 2 * M);
         va.frags.insert(VA_TOP + 488 * M, 22 * M);
         va
@@ -299,11 +283,7 @@ impl Va {
 
     /// The chunk holding `addr`: (start, end).
     fn chunk_of(&self, addr: u64) -> (u64, u64) {
-        let (&s, &(e, _, _)) = self
-            .chunks
-            .range(..=addr)
-            .next_back()
-            .expect("address inside a chunk");
+        let (&s, &(e, _, _)) = self.chunks.range(..=addr).next_back().expect("address inside a chunk");
         debug_assert!(addr < e);
         (s, e)
     }
@@ -330,12 +310,7 @@ impl Va {
             return self.take_frag(s, l, size);
         }
         let chunk = round_up(size, VA_CHUNK);
-        let region = self
-            .free
-            .iter()
-            .rev()
-            .find(|&(&s, &l)| l > chunk || s == self.low)
-            .map(|(&s, &l)| (s, l));
+        let region = self.free.iter().rev().find(|&(&s, &l)| l > chunk || s == self.low).map(|(&s, &l)| (s, l));
         let start = match region {
             Some((s, l)) => {
                 self.free.remove(&s);

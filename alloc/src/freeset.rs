@@ -27,11 +27,7 @@ struct Bucket {
     spill: u32,
 }
 
-const EMPTY: Bucket = Bucket {
-    inline: [(0, 0, 0); INLINE],
-    len: 0,
-    spill: 0,
-};
+const EMPTY: Bucket = Bucket { inline: [(0, 0, 0); INLINE], len: 0, spill: 0 };
 
 #[derive(Debug, Clone)]
 pub struct FreeSet {
@@ -102,11 +98,7 @@ impl FreeSet {
             return &[];
         };
         let n = k.len as usize;
-        if n <= INLINE {
-            &k.inline[..n]
-        } else {
-            &self.spills[k.spill as usize]
-        }
+        if n <= INLINE { &k.inline[..n] } else { &self.spills[k.spill as usize] }
     }
 
     #[inline]
@@ -215,12 +207,7 @@ impl FreeSet {
         let b = before - 1;
         let level = b / 64;
         let bit = b % 64;
-        let m = self.l2[level]
-            & (if bit == 63 {
-                !0u64
-            } else {
-                (1u64 << (bit + 1)) - 1
-            });
+        let m = self.l2[level] & (if bit == 63 { !0u64 } else { (1u64 << (bit + 1)) - 1 });
         if m != 0 {
             return Some(level * 64 + 63 - m.leading_zeros() as usize);
         }

@@ -26,17 +26,15 @@ pub mod freeset;
 pub mod native;
 pub mod oom;
 pub mod recover;
-pub mod sweep;
 pub mod stats;
+pub mod sweep;
 pub mod trace;
 
 use config::{AllocConf, Backend};
 use device::{Device, Driver, Recorder};
 use serde::Serialize;
 use stats::DeviceStats;
-use trace::{
-    OP_ALLOC, OP_EMPTY_CACHE, OP_FREE, OP_FREE_COMPLETED, OP_FREE_REQUESTED, POS_INITIAL, Trace,
-};
+use trace::{OP_ALLOC, OP_EMPTY_CACHE, OP_FREE, OP_FREE_COMPLETED, OP_FREE_REQUESTED, POS_INITIAL, Trace};
 
 /// The environment of one replay.
 #[derive(Clone, Debug)]
@@ -62,15 +60,7 @@ pub struct Options {
 
 impl Options {
     pub fn new(conf: AllocConf, device_total: u64) -> Self {
-        Options {
-            conf,
-            device_total,
-            device_free: None,
-            memory_fraction: None,
-            process_overhead: None,
-            device_index: 0,
-            recover: true,
-        }
+        Options { conf, device_total, device_free: None, memory_fraction: None, process_overhead: None, device_index: 0, recover: true }
     }
 }
 
@@ -130,10 +120,7 @@ pub struct Outcome {
 
 /// Replay `trace` under `opts`.
 pub fn replay(trace: &Trace, opts: &Options) -> Outcome {
-    let device = Device::new(
-        opts.device_total,
-        opts.device_free.unwrap_or(opts.device_total),
-    );
+    let device = Device::new(opts.device_total, opts.device_free.unwrap_or(opts.device_total));
     match opts.conf.backend {
         Backend::Native => replay_native(trace, opts, device),
         Backend::CudaMallocAsync => replay_async(trace, opts, device),
@@ -162,7 +149,10 @@ pub(crate) fn run_native<D: Driver>(
         replayed += 1;
         if let Err(k) = a.step(e, &mut handles) {
             // PyTorch catches this one and goes on; its handle stays NIL, so its free is a no-op.
-            if opts.recover && e.op == OP_ALLOC && let Some(site) = trace.recoverable_label(e.id) {
+            if opts.recover
+                && e.op == OP_ALLOC
+                && let Some(site) = trace.recoverable_label(e.id)
+            {
                 let allocated = a.stats.allocated_bytes.all.current as u64;
                 let reserved = a.stats.reserved_bytes.all.current as u64;
                 let limit = a.allowed_memory_maximum().unwrap_or(reserved + a.device.free_now());
@@ -183,17 +173,8 @@ pub(crate) fn run_native<D: Driver>(
     let (oom_at, oom_size, oom_message, initial) = match &oom {
         Some((e, k)) => {
             let reserved = s.reserved_bytes.all.current as u64;
-            let msg = oom::native_message(
-                k,
-                opts.device_index,
-                opts.process_overhead.map(|o| o + reserved),
-            );
-            (
-                (e.pos != POS_INITIAL).then_some(e.pos as u64),
-                Some(e.size),
-                Some(msg),
-                e.pos == POS_INITIAL,
-            )
+            let msg = oom::native_message(k, opts.device_index, opts.process_overhead.map(|o| o + reserved));
+            ((e.pos != POS_INITIAL).then_some(e.pos as u64), Some(e.size), Some(msg), e.pos == POS_INITIAL)
         }
         None => (None, None, None, false),
     };
@@ -244,14 +225,7 @@ pub fn replay_on<D: Driver>(
 }
 
 fn fallback(e: &trace::Event, site: &str, unrecorded_at_most: u64, reserved_after: u64) -> Fallback {
-    Fallback {
-        at: e.pos as u64,
-        size: e.size,
-        site: site.to_string(),
-        what: recover::describe(site),
-        unrecorded_at_most,
-        reserved_after,
-    }
+    Fallback { at: e.pos as u64, size: e.size, site: site.to_string(), what: recover::describe(site), unrecorded_at_most, reserved_after }
 }
 
 fn replay_async(trace: &Trace, opts: &Options, device: Device) -> Outcome {
@@ -282,10 +256,7 @@ pub(crate) fn run_async(
         match e.op {
             OP_ALLOC => {
                 if e.size >= native::ONE_EXA_BYTES {
-                    oom = Some((
-                        e,
-                        "CUDA out of memory. Tried to allocate more than 1EB memory.".to_string(),
-                    ));
+                    oom = Some((e, "CUDA out of memory. Tried to allocate more than 1EB memory.".to_string()));
                     break;
                 }
                 if e.size == 0 {
@@ -296,7 +267,10 @@ pub(crate) fn run_async(
                         offsets[e.id as usize] = off;
                         sizes[e.id as usize] = e.size;
                     }
-                    Err(_) if opts.recover && let Some(site) = trace.recoverable_label(e.id) => {
+                    Err(_)
+                        if opts.recover
+                            && let Some(site) = trace.recoverable_label(e.id) =>
+                    {
                         let limit = p.limit.min(p.reserved() + p.device.free_now());
                         fallbacks.push(fallback(e, site, limit.saturating_sub(p.used), p.reserved()));
                     }
@@ -327,12 +301,7 @@ pub(crate) fn run_async(
     ];
     warnings.extend(opts.conf.warnings.iter().cloned());
     let (oom_at, oom_size, oom_message, initial) = match &oom {
-        Some((e, m)) => (
-            (e.pos != POS_INITIAL).then_some(e.pos as u64),
-            Some(e.size),
-            Some(m.clone()),
-            e.pos == POS_INITIAL,
-        ),
+        Some((e, m)) => ((e.pos != POS_INITIAL).then_some(e.pos as u64), Some(e.size), Some(m.clone()), e.pos == POS_INITIAL),
         None => (None, None, None, false),
     };
     let out = Outcome {
@@ -366,14 +335,8 @@ pub const COMPARE_CONFIGS: &[(&str, &str)] = &[
     ("expandable_segments:True", "expandable_segments:True"),
     ("max_split_size_mb:128", "max_split_size_mb:128"),
     ("max_split_size_mb:512", "max_split_size_mb:512"),
-    (
-        "garbage_collection_threshold:0.8",
-        "garbage_collection_threshold:0.8",
-    ),
+    ("garbage_collection_threshold:0.8", "garbage_collection_threshold:0.8"),
     ("roundup_power2_divisions:4", "roundup_power2_divisions:4"),
-    (
-        "expandable_segments:True,max_split_size_mb:128",
-        "expandable_segments:True,max_split_size_mb:128",
-    ),
+    ("expandable_segments:True,max_split_size_mb:128", "expandable_segments:True,max_split_size_mb:128"),
     ("backend:cudaMallocAsync", "backend:cudaMallocAsync"),
 ];

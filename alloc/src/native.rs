@@ -26,12 +26,7 @@ pub const ONE_EXA_BYTES: u64 = 1 << 60;
 pub const NIL: u32 = u32::MAX;
 
 /// The kinds in `Native::segment_log`, as PyTorch's trace entries name them.
-pub const SEGMENT_EVENTS: [&str; 4] = [
-    "segment_alloc",
-    "segment_free",
-    "segment_map",
-    "segment_unmap",
-];
+pub const SEGMENT_EVENTS: [&str; 4] = ["segment_alloc", "segment_free", "segment_map", "segment_unmap"];
 
 /// A segment as a snapshot shows it: (address, total size, expandable, blocks as (address, size,
 /// state: 0 inactive, 1 allocated, 2 pending free)).
@@ -66,15 +61,7 @@ const F_PENDING: u8 = 8;
 impl Block {
     #[inline]
     fn new(addr: u64, size: u64, stream: u16, seg: u32, small: bool, mapped: bool) -> Self {
-        Block {
-            addr,
-            size,
-            prev: NIL,
-            next: NIL,
-            seg,
-            stream,
-            flags: if small { F_SMALL } else { 0 } | if mapped { F_MAPPED } else { 0 },
-        }
+        Block { addr, size, prev: NIL, next: NIL, seg, stream, flags: if small { F_SMALL } else { 0 } | if mapped { F_MAPPED } else { 0 } }
     }
     #[inline]
     fn small(&self) -> bool {
@@ -99,11 +86,7 @@ impl Block {
     }
     #[inline]
     fn set(&mut self, flag: u8, on: bool) {
-        if on {
-            self.flags |= flag
-        } else {
-            self.flags &= !flag
-        }
+        if on { self.flags |= flag } else { self.flags &= !flag }
     }
 }
 
@@ -128,19 +111,12 @@ struct Pool {
 
 impl Pool {
     fn new() -> Self {
-        Pool {
-            streams: Vec::new(),
-            order: Vec::new(),
-            gc_calls: 0,
-        }
+        Pool { streams: Vec::new(), order: Vec::new(), gc_calls: 0 }
     }
 
     fn add_stream(&mut self, stream: u64) {
         let i = self.streams.len();
-        self.streams.push(StreamPool {
-            stream,
-            ..StreamPool::default()
-        });
+        self.streams.push(StreamPool { stream, ..StreamPool::default() });
         let streams = &self.streams;
         let pos = self.order.partition_point(|&j| streams[j].stream < stream);
         self.order.insert(pos, i);
@@ -148,10 +124,7 @@ impl Pool {
 
     /// Every free mapped block in (stream, size, addr) order.
     fn all_blocks(&self) -> Vec<u32> {
-        self.order
-            .iter()
-            .flat_map(|&i| self.streams[i].blocks.iter().map(|e| e.2))
-            .collect()
+        self.order.iter().flat_map(|&i| self.streams[i].blocks.iter().map(|e| e.2)).collect()
     }
 }
 
@@ -244,10 +217,7 @@ impl<D: Driver> Native<D> {
             small: Pool::new(),
             large: Pool::new(),
             segs: Vec::new(),
-            stats: DeviceStats {
-                max_split_size: conf.max_split_size_stat(),
-                ..DeviceStats::default()
-            },
+            stats: DeviceStats { max_split_size: conf.max_split_size_stat(), ..DeviceStats::default() },
             total_allocated_memory: 0,
             allowed_memory_maximum: None,
             pending: Vec::new(),
@@ -355,10 +325,7 @@ impl<D: Driver> Native<D> {
             Some(i) => i,
             None => {
                 // traces hold at most trace::MAX_STREAMS; direct callers get a clear panic
-                assert!(
-                    self.stream_ids.len() < u16::MAX as usize,
-                    "more than 65535 CUDA streams"
-                );
+                assert!(self.stream_ids.len() < u16::MAX as usize, "more than 65535 CUDA streams");
                 self.stream_ids.push(stream);
                 self.small.add_stream(stream);
                 self.large.add_stream(stream);
@@ -385,11 +352,7 @@ impl<D: Driver> Native<D> {
 
     #[inline]
     fn pool_mut(&mut self, small: bool) -> &mut Pool {
-        if small {
-            &mut self.small
-        } else {
-            &mut self.large
-        }
+        if small { &mut self.small } else { &mut self.large }
     }
 
     #[inline]
@@ -401,13 +364,7 @@ impl<D: Driver> Native<D> {
     /// `BlockPool::insert_into_blocks`: stamps the GC age base.
     #[inline]
     fn insert_into_blocks(&mut self, i: u32) {
-        let Block {
-            flags,
-            stream,
-            size,
-            addr,
-            ..
-        } = *self.b(i);
+        let Block { flags, stream, size, addr, .. } = *self.b(i);
         let gc = self.gc_enabled();
         let pool = self.pool_mut(flags & F_SMALL != 0);
         let calls = pool.gc_calls;
@@ -419,36 +376,20 @@ impl<D: Driver> Native<D> {
 
     #[inline]
     fn remove_from_blocks(&mut self, i: u32) {
-        let Block {
-            flags,
-            stream,
-            size,
-            addr,
-            ..
-        } = *self.b(i);
+        let Block { flags, stream, size, addr, .. } = *self.b(i);
         let pool = self.pool_mut(flags & F_SMALL != 0);
         let removed = pool.streams[stream as usize].blocks.remove(size, addr);
         debug_assert_eq!(removed, Some(i));
     }
 
     fn insert_unmapped(&mut self, i: u32) {
-        let Block {
-            flags,
-            stream,
-            addr,
-            ..
-        } = *self.b(i);
+        let Block { flags, stream, addr, .. } = *self.b(i);
         let pool = self.pool_mut(flags & F_SMALL != 0);
         pool.streams[stream as usize].unmapped.insert(addr, i);
     }
 
     fn remove_unmapped(&mut self, i: u32) {
-        let Block {
-            flags,
-            stream,
-            addr,
-            ..
-        } = *self.b(i);
+        let Block { flags, stream, addr, .. } = *self.b(i);
         let pool = self.pool_mut(flags & F_SMALL != 0);
         let removed = pool.streams[stream as usize].unmapped.remove(&addr);
         debug_assert_eq!(removed, Some(i));
@@ -532,11 +473,7 @@ impl<D: Driver> Native<D> {
     /// heuristic and the two oversize rules, looking only at the lower-bound candidate.
     fn get_free_block(&mut self, small: bool, stream: u16, size: u64, es: bool) -> Option<u32> {
         let gc = self.gc_enabled();
-        let pool = if small {
-            &mut self.small
-        } else {
-            &mut self.large
-        };
+        let pool = if small { &mut self.small } else { &mut self.large };
         if gc {
             pool.gc_calls += 1;
         }
@@ -544,12 +481,7 @@ impl<D: Driver> Native<D> {
         let blocks = &self.blocks;
         let exp_size = |i: u32| {
             let b = &blocks[i as usize];
-            b.size
-                + if b.next != NIL && !blocks[b.next as usize].mapped() {
-                    blocks[b.next as usize].size
-                } else {
-                    0
-                }
+            b.size + if b.next != NIL && !blocks[b.next as usize].mapped() { blocks[b.next as usize].size } else { 0 }
         };
         let set = &pool.streams[s].blocks;
         let mut pos = set.lower_bound(size)?;
@@ -592,11 +524,7 @@ impl<D: Driver> Native<D> {
     fn should_split(&self, block: u32, size: u64, es: bool) -> bool {
         let b = self.b(block);
         let remaining = b.size - size;
-        if b.small() || es {
-            remaining >= K_MIN_BLOCK_SIZE
-        } else {
-            size < self.max_split_size && remaining > K_SMALL_SIZE
-        }
+        if b.small() || es { remaining >= K_MIN_BLOCK_SIZE } else { size < self.max_split_size && remaining > K_SMALL_SIZE }
     }
 
     /// `alloc_found_block`: carve the request from the low end, remainder back to the pool.
@@ -611,12 +539,7 @@ impl<D: Driver> Native<D> {
             let rem = block;
             let r = *self.b(rem);
             let r_prev = r.prev;
-            let nb = self.new_block(Block {
-                size,
-                next: rem,
-                flags: r.flags & F_SMALL | F_MAPPED,
-                ..r
-            });
+            let nb = self.new_block(Block { size, next: rem, flags: r.flags & F_SMALL | F_MAPPED, ..r });
             if r_prev != NIL {
                 self.bm(r_prev).next = nb;
             }
@@ -660,15 +583,7 @@ impl<D: Driver> Native<D> {
 
     /// `alloc_block`: the fraction check (with `alloc_size`, also for expandable segments), then
     /// cudaMalloc or the expandable-segment map.
-    fn alloc_block(
-        &mut self,
-        small: bool,
-        stream: u16,
-        size: u64,
-        alloc_size: u64,
-        es: bool,
-        is_retry: bool,
-    ) -> Option<u32> {
+    fn alloc_block(&mut self, small: bool, stream: u16, size: u64, alloc_size: u64, es: bool, is_retry: bool) -> Option<u32> {
         if is_retry {
             self.stats.num_alloc_retries += 1;
         }
@@ -717,20 +632,12 @@ impl<D: Driver> Native<D> {
                 return c;
             }
         }
-        let page = if small {
-            K_SMALL_BUFFER
-        } else {
-            self.large_segment_size
-        };
+        let page = if small { K_SMALL_BUFFER } else { self.large_segment_size };
         let total = self.device.total();
         let max_handles = (total + total / 8).div_ceil(page);
         let va_size = page * max_handles;
         let base = self.device.reserve(va_size);
-        self.segs.push(ExpSeg {
-            base,
-            va_size,
-            page,
-        });
+        self.segs.push(ExpSeg { base, va_size, page });
         let seg = (self.segs.len() - 1) as u32;
         let cand = self.new_block(Block::new(base, va_size, stream, seg, small, false));
         self.insert_unmapped(cand);
@@ -759,14 +666,7 @@ impl<D: Driver> Native<D> {
         self.bm(to_map).set(F_MAPPED, true);
         if mapped < bsize {
             let next = self.b(to_map).next;
-            let rem = self.new_block(Block::new(
-                addr + mapped,
-                bsize - mapped,
-                stream,
-                seg,
-                small,
-                false,
-            ));
+            let rem = self.new_block(Block::new(addr + mapped, bsize - mapped, stream, seg, small, false));
             self.splice(rem, to_map, next);
             self.insert_unmapped(rem);
             self.bm(to_map).size = mapped;
@@ -784,12 +684,7 @@ impl<D: Driver> Native<D> {
     }
 
     /// `try_allocate_expandable_block`.
-    fn try_allocate_expandable_block(
-        &mut self,
-        small: bool,
-        stream: u16,
-        size: u64,
-    ) -> Option<u32> {
+    fn try_allocate_expandable_block(&mut self, small: bool, stream: u16, size: u64) -> Option<u32> {
         let mut cand = self.find_expandable_block(small, stream, size);
         if !self.b(cand).mapped() {
             let m = self.b(cand).size.min(size);
@@ -861,11 +756,7 @@ impl<D: Driver> Native<D> {
 
     fn release_expandable_segment(&mut self, block: u32) {
         let seg = self.b(block).seg as usize;
-        debug_assert_eq!(
-            self.b(block).size,
-            self.segs[seg].va_size,
-            "block disagrees with segment"
-        );
+        debug_assert_eq!(self.b(block).size, self.segs[seg].va_size, "block disagrees with segment");
         self.remove_unmapped(block);
         let ExpSeg { base, va_size, .. } = self.segs[seg];
         self.device.unreserve(base, va_size);
@@ -1031,10 +922,7 @@ impl<D: Driver> Native<D> {
             let threshold = total_age as f64 / count as f64;
             freed = false;
             for b in self.large.all_blocks() {
-                if !self.is_split(b)
-                    && self.b(b).seg == NIL
-                    && self.gc_count(b, calls) as f64 >= threshold
-                {
+                if !self.is_split(b) && self.b(b).seg == NIL && self.gc_count(b, calls) as f64 >= threshold {
                     freed = true;
                     reclaimed += self.b(b).size;
                     total_age = total_age.wrapping_sub(self.gc_count(b, calls));
@@ -1101,11 +989,7 @@ impl<D: Driver> Native<D> {
     /// `release_blocks`: cudaFree every whole free segment; unmap the free pages of expandable
     /// blocks (and drop segments left wholly unmapped).
     fn release_blocks(&mut self, small: bool) {
-        let all = if small {
-            self.small.all_blocks()
-        } else {
-            self.large.all_blocks()
-        };
+        let all = if small { self.small.all_blocks() } else { self.large.all_blocks() };
         let mut to_unmap = Vec::new();
         for b in all {
             if self.b(b).seg != NIL {
@@ -1150,9 +1034,7 @@ impl<D: Driver> Native<D> {
     /// fails returns why (and leaves `handles` as it was).
     #[inline]
     pub fn step(&mut self, e: &crate::trace::Event, handles: &mut [u32]) -> Result<(), OomKind> {
-        use crate::trace::{
-            OP_ALLOC, OP_EMPTY_CACHE, OP_FREE, OP_FREE_COMPLETED, OP_FREE_REQUESTED,
-        };
+        use crate::trace::{OP_ALLOC, OP_EMPTY_CACHE, OP_FREE, OP_FREE_COMPLETED, OP_FREE_REQUESTED};
         match e.op {
             OP_ALLOC => handles[e.id as usize] = self.malloc(e.size, e.stream)?,
             OP_FREE => self.free(handles[e.id as usize]),
@@ -1234,10 +1116,7 @@ impl<D: Driver> Native<D> {
             for sp in &pool.streams {
                 for (size, addr, b) in sp.blocks.iter() {
                     let bb = self.b(b);
-                    if (size, addr) != (bb.size, bb.addr)
-                        || bb.small() != small
-                        || self.stream_ids[bb.stream as usize] != sp.stream
-                    {
+                    if (size, addr) != (bb.size, bb.addr) || bb.small() != small || self.stream_ids[bb.stream as usize] != sp.stream {
                         return Err(format!("block {b} filed under a stale key"));
                     }
                     if bb.allocated() || bb.pending() || !bb.mapped() {
@@ -1275,19 +1154,11 @@ impl<D: Driver> Native<D> {
                 return Err(format!("free block {i} is in no pool"));
             }
         }
-        if reserved != self.stats.reserved_bytes.all.current as u64
-            || reserved != self.total_allocated_memory
-        {
-            return Err(format!(
-                "reserved: blocks {reserved}, stat {}, total {}",
-                self.stats.reserved_bytes.all.current, self.total_allocated_memory
-            ));
+        if reserved != self.stats.reserved_bytes.all.current as u64 || reserved != self.total_allocated_memory {
+            return Err(format!("reserved: blocks {reserved}, stat {}, total {}", self.stats.reserved_bytes.all.current, self.total_allocated_memory));
         }
         if allocated != self.stats.allocated_bytes.all.current as u64 {
-            return Err(format!(
-                "allocated: blocks {allocated}, stat {}",
-                self.stats.allocated_bytes.all.current
-            ));
+            return Err(format!("allocated: blocks {allocated}, stat {}", self.stats.allocated_bytes.all.current));
         }
         Ok(())
     }
@@ -1304,9 +1175,5 @@ pub fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
         return power2_floor << 1;
     }
     let round_size_floor = size & !(power2_division - 1);
-    if round_size_floor == size {
-        size
-    } else {
-        round_size_floor + power2_division
-    }
+    if round_size_floor == size { size } else { round_size_floor + power2_division }
 }

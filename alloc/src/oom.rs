@@ -28,23 +28,10 @@ fn fixed2(v: f64) -> String {
 /// the cache included); PyTorch prints it only when NVML is available, so `None` leaves it out.
 pub fn native_message(oom: &OomKind, device_index: u32, process_memory: Option<u64>) -> String {
     match oom {
-        OomKind::MoreThan1Eb => {
-            "CUDA out of memory. Tried to allocate more than 1EB memory.".to_string()
-        }
-        OomKind::Native {
-            alloc_size,
-            device_total,
-            device_free,
-            allowed,
-            allocated_bytes,
-            reserved_bytes,
-            ..
-        } => {
+        OomKind::MoreThan1Eb => "CUDA out of memory. Tried to allocate more than 1EB memory.".to_string(),
+        OomKind::Native { alloc_size, device_total, device_free, allowed, allocated_bytes, reserved_bytes, .. } => {
             let proc_info = match process_memory {
-                Some(m) => format!(
-                    "Including non-PyTorch memory, this process has {} memory in use. ",
-                    format_size(m)
-                ),
+                Some(m) => format!("Including non-PyTorch memory, this process has {} memory in use. ", format_size(m)),
                 None => String::new(),
             };
             let allowed_info = match allowed {
@@ -136,13 +123,7 @@ mod tests {
     #[test]
     fn async_message_matches_the_h200() {
         // probe async: 1 GiB under set_per_process_memory_fraction(0.001)
-        let oom = AsyncOom {
-            requested: 1 << 30,
-            used: 0,
-            device_total: 150_109_880_320,
-            device_free: 147_714_000_000,
-            limit: 150_109_880,
-        };
+        let oom = AsyncOom { requested: 1 << 30, used: 0, device_total: 150_109_880_320, device_free: 147_714_000_000, limit: 150_109_880 };
         let m = async_message(&oom, 0);
         assert_eq!(
             m,

@@ -118,8 +118,10 @@ mod tests {
 
     #[test]
     fn frames_match_builtin_sites_only_when_on() {
-        let frames = ["c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char, unsigned long, CUstream_st*)",
-            "at::native::(anonymous namespace)::run_conv_plan(cudnnContext*, at::Tensor const&, at::Tensor const&, at::Tensor const&, cudnn_frontend::ExecutionPlan_v8 const&, at::native::cudnn_frontend_conv_operation_t)"];
+        let frames = [
+            "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char, unsigned long, CUstream_st*)",
+            "at::native::(anonymous namespace)::run_conv_plan(cudnnContext*, at::Tensor const&, at::Tensor const&, at::Tensor const&, cudnn_frontend::ExecutionPlan_v8 const&, at::native::cudnn_frontend_conv_operation_t)",
+        ];
         assert_eq!(Rules::default().match_frames(frames.iter().copied()).as_deref(), Some("run_conv_plan"));
         assert_eq!(Rules::none().match_frames(frames.iter().copied()), None);
     }

@@ -42,21 +42,13 @@ impl StatArray {
     #[inline]
     pub fn increase(&mut self, small: bool, amount: u64) {
         self.all.increase(amount);
-        if small {
-            self.small_pool.increase(amount)
-        } else {
-            self.large_pool.increase(amount)
-        }
+        if small { self.small_pool.increase(amount) } else { self.large_pool.increase(amount) }
     }
 
     #[inline]
     pub fn decrease(&mut self, small: bool, amount: u64) {
         self.all.decrease(amount);
-        if small {
-            self.small_pool.decrease(amount)
-        } else {
-            self.large_pool.decrease(amount)
-        }
+        if small { self.small_pool.decrease(amount) } else { self.large_pool.decrease(amount) }
     }
 }
 

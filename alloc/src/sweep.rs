@@ -143,11 +143,13 @@ mod tests {
         // before giving up, so the default already fits.
         assert_eq!(m.first_that_fits[0], Some(0));
         let mut n = 0;
-        assert!(sweep(&t, &configs, &cards, |_, _| {
-            n += 1;
-            n < 4
-        })
-        .is_none());
+        assert!(
+            sweep(&t, &configs, &cards, |_, _| {
+                n += 1;
+                n < 4
+            })
+            .is_none()
+        );
         assert_eq!(n, 4);
     }
 }

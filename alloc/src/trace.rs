@@ -95,12 +95,7 @@ impl Trace {
         if rules.sizes.is_empty() {
             return;
         }
-        let hits: Vec<(u32, u64)> = self
-            .events
-            .iter()
-            .filter(|e| e.op == OP_ALLOC && rules.sizes.contains(&e.size))
-            .map(|e| (e.id, e.size))
-            .collect();
+        let hits: Vec<(u32, u64)> = self.events.iter().filter(|e| e.op == OP_ALLOC && rules.sizes.contains(&e.size)).map(|e| (e.id, e.size)).collect();
         for (id, size) in hits {
             self.mark(id, &format!("size {size}"));
         }
@@ -122,9 +117,7 @@ impl std::fmt::Display for TraceError {
 impl std::error::Error for TraceError {}
 
 fn err(message: impl Into<String>) -> TraceError {
-    TraceError {
-        message: message.into(),
-    }
+    TraceError { message: message.into() }
 }
 
 /// Read a trace from bytes: a pickle (starts with the PROTO opcode 0x80) or JSON.
@@ -138,9 +131,7 @@ pub fn parse_with(bytes: &[u8], rules: &crate::recover::Rules) -> Result<Trace, 
         parse_snapshot_with(bytes, None, rules)?
     } else {
         if !rules.frames.is_empty() {
-            return Err(err(
-                "a JSON trace has no stack frames to match a --recoverable pattern; give a size instead (e.g. --recoverable 512MiB)",
-            ));
+            return Err(err("a JSON trace has no stack frames to match a --recoverable pattern; give a size instead (e.g. --recoverable 512MiB)"));
         }
         parse_json(bytes)?
     };
@@ -172,38 +163,24 @@ impl<'de> serde::Deserialize<'de> for RawEvent {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("an event array [op, id, size(, stream)]")
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<RawEvent, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawEvent, A::Error> {
                 use serde::de::Error;
-                let op: String = seq
-                    .next_element()?
-                    .ok_or_else(|| A::Error::custom("empty event array"))?;
+                let op: String = seq.next_element()?.ok_or_else(|| A::Error::custom("empty event array"))?;
                 let id: Option<serde_json::Value> = seq.next_element()?;
                 let id = match id {
                     None | Some(serde_json::Value::Null) => None,
                     Some(serde_json::Value::Number(n)) => {
-                        Some(RawId::Num(n.as_u64().ok_or_else(|| {
-                            A::Error::custom("id must be a non-negative integer or a string")
-                        })?))
+                        Some(RawId::Num(n.as_u64().ok_or_else(|| A::Error::custom("id must be a non-negative integer or a string"))?))
                     }
                     Some(serde_json::Value::String(s)) => Some(RawId::Str(s)),
                     Some(_) => {
-                        return Err(A::Error::custom(
-                            "id must be a non-negative integer or a string",
-                        ));
+                        return Err(A::Error::custom("id must be a non-negative integer or a string"));
                     }
                 };
                 let size: Option<u64> = seq.next_element()?;
                 let stream: Option<u64> = seq.next_element()?;
                 while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(RawEvent {
-                    op,
-                    id,
-                    size,
-                    stream,
-                })
+                Ok(RawEvent { op, id, size, stream })
             }
         }
         d.deserialize_seq(V)
@@ -219,14 +196,8 @@ struct RawJson {
 
 pub fn parse_json(bytes: &[u8]) -> Result<Trace, TraceError> {
     let raw: RawJson = serde_json::from_slice(bytes).map_err(|e| {
-        let what = if e.is_syntax() || e.is_eof() {
-            "not valid JSON"
-        } else {
-            "not a trace"
-        };
-        err(format!(
-            "{what}: {e} (expected {{\"events\": [[\"a\", id, size], [\"f\", id, size], ...]}})"
-        ))
+        let what = if e.is_syntax() || e.is_eof() { "not valid JSON" } else { "not a trace" };
+        err(format!("{what}: {e} (expected {{\"events\": [[\"a\", id, size], [\"f\", id, size], ...]}})"))
     })?;
     let mut ids: HashMap<String, u32> = HashMap::new();
     let mut num_ids: HashMap<u64, u32> = HashMap::new();
@@ -239,20 +210,11 @@ pub fn parse_json(bytes: &[u8]) -> Result<Trace, TraceError> {
             "f" => OP_FREE,
             "e" => OP_EMPTY_CACHE,
             other => {
-                return Err(err(format!(
-                    "{}: unknown op {other:?} (expected \"a\", \"f\" or \"e\")",
-                    at()
-                )));
+                return Err(err(format!("{}: unknown op {other:?} (expected \"a\", \"f\" or \"e\")", at())));
             }
         };
         if op == OP_EMPTY_CACHE {
-            events.push(Event {
-                op,
-                id: 0,
-                pos: pos as u32,
-                size: 0,
-                stream: e.stream.unwrap_or(0),
-            });
+            events.push(Event { op, id: 0, pos: pos as u32, size: 0, stream: e.stream.unwrap_or(0) });
             continue;
         }
         let Some(rid) = &e.id else {
@@ -272,40 +234,19 @@ pub fn parse_json(bytes: &[u8]) -> Result<Trace, TraceError> {
         };
         if op == OP_ALLOC {
             let Some(size) = e.size else {
-                return Err(err(format!(
-                    "{}: allocation of id {shown} has no size",
-                    at()
-                )));
+                return Err(err(format!("{}: allocation of id {shown} has no size", at())));
             };
             if live[id as usize] {
-                return Err(err(format!(
-                    "{}: id {shown} is allocated again before it was freed",
-                    at()
-                )));
+                return Err(err(format!("{}: id {shown} is allocated again before it was freed", at())));
             }
             live[id as usize] = true;
-            events.push(Event {
-                op,
-                id,
-                pos: pos as u32,
-                size,
-                stream: e.stream.unwrap_or(0),
-            });
+            events.push(Event { op, id, pos: pos as u32, size, stream: e.stream.unwrap_or(0) });
         } else {
             if !live[id as usize] {
-                return Err(err(format!(
-                    "{}: free of id {shown}, which is not allocated",
-                    at()
-                )));
+                return Err(err(format!("{}: free of id {shown}, which is not allocated", at())));
             }
             live[id as usize] = false;
-            events.push(Event {
-                op,
-                id,
-                pos: pos as u32,
-                size: e.size.unwrap_or(0),
-                stream: e.stream.unwrap_or(0),
-            });
+            events.push(Event { op, id, pos: pos as u32, size: e.size.unwrap_or(0), stream: e.stream.unwrap_or(0) });
         }
     }
     check_streams(Trace {
@@ -330,9 +271,7 @@ fn check_streams(t: Trace) -> Result<Trace, TraceError> {
     for e in &t.events {
         if !seen.contains(&e.stream) {
             if seen.len() == MAX_STREAMS {
-                return Err(err(format!(
-                    "the trace uses more than {MAX_STREAMS} distinct CUDA streams; the simulator replays at most {MAX_STREAMS}"
-                )));
+                return Err(err(format!("the trace uses more than {MAX_STREAMS} distinct CUDA streams; the simulator replays at most {MAX_STREAMS}")));
             }
             seen.push(e.stream);
         }
@@ -372,10 +311,7 @@ impl Pickle {
     /// `dict[key]` for a string key.
     pub fn dict_get(&self, dict: usize, key: &str) -> Option<usize> {
         match &self.arena[dict] {
-            PVal::Dict(items) => items
-                .iter()
-                .find(|(k, _)| matches!(&self.arena[*k], PVal::Str(s) if s == key))
-                .map(|&(_, v)| v),
+            PVal::Dict(items) => items.iter().find(|(k, _)| matches!(&self.arena[*k], PVal::Str(s) if s == key)).map(|&(_, v)| v),
             _ => None,
         }
     }
@@ -408,15 +344,9 @@ impl Pickle {
 /// The memo index after PUT/GET opcodes: one byte (`q`, `h`) or four little-endian (`r`, `j`).
 fn memo_index(data: &[u8], p: &mut usize, one_byte: bool) -> Result<u64, TraceError> {
     let n = if one_byte { 1 } else { 4 };
-    let bytes = data
-        .get(*p..*p + n)
-        .ok_or_else(|| err(format!("pickle truncated at byte {}", *p)))?;
+    let bytes = data.get(*p..*p + n).ok_or_else(|| err(format!("pickle truncated at byte {}", *p)))?;
     *p += n;
-    Ok(if one_byte {
-        bytes[0] as u64
-    } else {
-        u32::from_le_bytes(bytes.try_into().unwrap()) as u64
-    })
+    Ok(if one_byte { bytes[0] as u64 } else { u32::from_le_bytes(bytes.try_into().unwrap()) as u64 })
 }
 
 pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
@@ -427,19 +357,11 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
     let n = data.len();
     let need = |p: usize, k: usize| -> Result<(), TraceError> {
         // checked: a length field can claim up to 2^64 bytes
-        if p.checked_add(k).is_none_or(|end| end > n) {
-            Err(err(format!("pickle truncated at byte {p}")))
-        } else {
-            Ok(())
-        }
+        if p.checked_add(k).is_none_or(|end| end > n) { Err(err(format!("pickle truncated at byte {p}"))) } else { Ok(()) }
     };
-    let mark_pos =
-        |stack: &Vec<usize>, arena: &Vec<PVal>, at: usize| -> Result<usize, TraceError> {
-            stack
-                .iter()
-                .rposition(|&i| matches!(arena[i], PVal::Mark))
-                .ok_or_else(|| err(format!("pickle: no MARK for the opcode at byte {at}")))
-        };
+    let mark_pos = |stack: &Vec<usize>, arena: &Vec<PVal>, at: usize| -> Result<usize, TraceError> {
+        stack.iter().rposition(|&i| matches!(arena[i], PVal::Mark)).ok_or_else(|| err(format!("pickle: no MARK for the opcode at byte {at}")))
+    };
     macro_rules! push {
         ($v:expr) => {{
             arena.push($v);
@@ -448,9 +370,7 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
     }
     macro_rules! pop {
         ($at:expr) => {
-            stack
-                .pop()
-                .ok_or_else(|| err(format!("pickle: stack underflow at byte {}", $at)))?
+            stack.pop().ok_or_else(|| err(format!("pickle: stack underflow at byte {}", $at)))?
         };
     }
     loop {
@@ -552,32 +472,24 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
                 let bytes = &data[p..p + len];
                 p += len;
                 if matches!(op, 0x8c | b'X' | 0x8d) {
-                    let s = std::str::from_utf8(bytes)
-                        .map_err(|_| err(format!("pickle: invalid UTF-8 string at byte {at}")))?;
+                    let s = std::str::from_utf8(bytes).map_err(|_| err(format!("pickle: invalid UTF-8 string at byte {at}")))?;
                     push!(PVal::Str(s.to_string()));
                 } else {
                     push!(PVal::Bytes(bytes.to_vec()));
                 }
             }
             0x94 => {
-                let top = *stack.last().ok_or_else(|| {
-                    err(format!("pickle: MEMOIZE on an empty stack at byte {at}"))
-                })?;
+                let top = *stack.last().ok_or_else(|| err(format!("pickle: MEMOIZE on an empty stack at byte {at}")))?;
                 memo_map.insert(memo_map.len() as u64, top);
             }
             b'q' | b'r' => {
                 let idx = memo_index(data, &mut p, op == b'q')?;
-                let top = *stack
-                    .last()
-                    .ok_or_else(|| err(format!("pickle: PUT on an empty stack at byte {at}")))?;
+                let top = *stack.last().ok_or_else(|| err(format!("pickle: PUT on an empty stack at byte {at}")))?;
                 memo_map.insert(idx, top);
             }
             b'h' | b'j' => {
                 let idx = memo_index(data, &mut p, op == b'h')?;
-                let target = memo_map
-                    .get(&idx)
-                    .copied()
-                    .ok_or_else(|| err(format!("pickle: memo {idx} undefined at byte {at}")))?;
+                let target = memo_map.get(&idx).copied().ok_or_else(|| err(format!("pickle: memo {idx} undefined at byte {at}")))?;
                 stack.push(target);
             }
             b'0' => {
@@ -588,9 +500,7 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
                 stack.truncate(m);
             }
             b'2' => {
-                let top = *stack
-                    .last()
-                    .ok_or_else(|| err(format!("pickle: DUP on an empty stack at byte {at}")))?;
+                let top = *stack.last().ok_or_else(|| err(format!("pickle: DUP on an empty stack at byte {at}")))?;
                 stack.push(top);
             }
             b't' | b'l' | b'd' | 0x91 => {
@@ -619,9 +529,7 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
             }
             b'a' => {
                 let v = pop!(at);
-                let l = *stack
-                    .last()
-                    .ok_or_else(|| err(format!("pickle: APPEND without a list at byte {at}")))?;
+                let l = *stack.last().ok_or_else(|| err(format!("pickle: APPEND without a list at byte {at}")))?;
                 match &mut arena[l] {
                     PVal::List(items) => items.push(v),
                     _ => return Err(err(format!("pickle: APPEND to a non-list at byte {at}"))),
@@ -631,9 +539,7 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
                 let m = mark_pos(&stack, &arena, at)?;
                 let items: Vec<usize> = stack.drain(m + 1..).collect();
                 stack.pop();
-                let l = *stack
-                    .last()
-                    .ok_or_else(|| err(format!("pickle: APPENDS without a list at byte {at}")))?;
+                let l = *stack.last().ok_or_else(|| err(format!("pickle: APPENDS without a list at byte {at}")))?;
                 match &mut arena[l] {
                     PVal::List(v) | PVal::Set(v) => v.extend(items),
                     _ => return Err(err(format!("pickle: APPENDS to a non-list at byte {at}"))),
@@ -642,9 +548,7 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
             b's' => {
                 let v = pop!(at);
                 let k = pop!(at);
-                let d = *stack
-                    .last()
-                    .ok_or_else(|| err(format!("pickle: SETITEM without a dict at byte {at}")))?;
+                let d = *stack.last().ok_or_else(|| err(format!("pickle: SETITEM without a dict at byte {at}")))?;
                 match &mut arena[d] {
                     PVal::Dict(items) => items.push((k, v)),
                     _ => return Err(err(format!("pickle: SETITEM on a non-dict at byte {at}"))),
@@ -657,18 +561,14 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
                 if !items.len().is_multiple_of(2) {
                     return Err(err(format!("pickle: odd SETITEMS at byte {at}")));
                 }
-                let d = *stack
-                    .last()
-                    .ok_or_else(|| err(format!("pickle: SETITEMS without a dict at byte {at}")))?;
+                let d = *stack.last().ok_or_else(|| err(format!("pickle: SETITEMS without a dict at byte {at}")))?;
                 match &mut arena[d] {
                     PVal::Dict(v) => v.extend(items.chunks(2).map(|c| (c[0], c[1]))),
                     _ => return Err(err(format!("pickle: SETITEMS on a non-dict at byte {at}"))),
                 }
             }
             other => {
-                return Err(err(format!(
-                    "pickle: unsupported opcode 0x{other:02x} at byte {at} (a snapshot holds only plain data)"
-                )));
+                return Err(err(format!("pickle: unsupported opcode 0x{other:02x} at byte {at} (a snapshot holds only plain data)")));
             }
         }
     }
@@ -684,11 +584,7 @@ pub fn parse_snapshot(bytes: &[u8], device: Option<usize>) -> Result<Trace, Trac
 
 /// The names of a trace entry's stack frames (`frames: [{name, filename, line}, ...]`).
 fn frame_names<'a>(pk: &'a Pickle, e: usize) -> impl Iterator<Item = &'a str> + 'a {
-    pk.dict_get(e, "frames")
-        .and_then(|i| pk.as_list(i))
-        .unwrap_or(&[])
-        .iter()
-        .filter_map(move |&f| pk.dict_get(f, "name").and_then(|i| pk.as_str(i)))
+    pk.dict_get(e, "frames").and_then(|i| pk.as_list(i)).unwrap_or(&[]).iter().filter_map(move |&f| pk.dict_get(f, "name").and_then(|i| pk.as_str(i)))
 }
 
 pub fn parse_snapshot_with(bytes: &[u8], device: Option<usize>, rules: &crate::recover::Rules) -> Result<Trace, TraceError> {
@@ -697,9 +593,7 @@ pub fn parse_snapshot_with(bytes: &[u8], device: Option<usize>, rules: &crate::r
     let mut marks: Vec<(u32, String)> = Vec::new();
     let root = pk.root;
     if !matches!(pk.get(root), PVal::Dict(_)) {
-        return Err(err(
-            "snapshot: the pickle is not a dict (expected torch.cuda.memory._dump_snapshot output)",
-        ));
+        return Err(err("snapshot: the pickle is not a dict (expected torch.cuda.memory._dump_snapshot output)"));
     }
     let traces = pk
         .dict_get(root, "device_traces")
@@ -708,22 +602,13 @@ pub fn parse_snapshot_with(bytes: &[u8], device: Option<usize>, rules: &crate::r
     let dev = match device {
         Some(d) => {
             if d >= traces.len() {
-                return Err(err(format!(
-                    "snapshot: no device {d} (it has {} device traces)",
-                    traces.len()
-                )));
+                return Err(err(format!("snapshot: no device {d} (it has {} device traces)", traces.len())));
             }
             d
         }
-        None => (0..traces.len())
-            .max_by_key(|&d| (pk.as_list(traces[d]).map_or(0, |l| l.len()), usize::MAX - d))
-            .unwrap_or(0),
+        None => (0..traces.len()).max_by_key(|&d| (pk.as_list(traces[d]).map_or(0, |l| l.len()), usize::MAX - d)).unwrap_or(0),
     };
-    let entries: &[usize] = if traces.is_empty() {
-        &[]
-    } else {
-        pk.as_list(traces[dev]).unwrap_or(&[])
-    };
+    let entries: &[usize] = if traces.is_empty() { &[] } else { pk.as_list(traces[dev]).unwrap_or(&[]) };
 
     let mut live: HashMap<i128, u32> = HashMap::new();
     let mut pending_requested: HashMap<u32, bool> = HashMap::new();
@@ -731,21 +616,10 @@ pub fn parse_snapshot_with(bytes: &[u8], device: Option<usize>, rules: &crate::r
     let mut events: Vec<Event> = Vec::with_capacity(entries.len());
     let mut next_id: u32 = 0;
     let field = |e: usize, k: &str, at: usize| -> Result<i128, TraceError> {
-        pk.dict_get(e, k).and_then(|i| pk.as_int(i)).ok_or_else(|| {
-            err(format!(
-                "snapshot: device_traces[{dev}][{at}] has no integer {k:?}"
-            ))
-        })
+        pk.dict_get(e, k).and_then(|i| pk.as_int(i)).ok_or_else(|| err(format!("snapshot: device_traces[{dev}][{at}] has no integer {k:?}")))
     };
     for (pos, &e) in entries.iter().enumerate() {
-        let action = pk
-            .dict_get(e, "action")
-            .and_then(|i| pk.as_str(i))
-            .ok_or_else(|| {
-                err(format!(
-                    "snapshot: device_traces[{dev}][{pos}] has no action"
-                ))
-            })?;
+        let action = pk.dict_get(e, "action").and_then(|i| pk.as_str(i)).ok_or_else(|| err(format!("snapshot: device_traces[{dev}][{pos}] has no action")))?;
         match action {
             "alloc" => {
                 let addr = field(e, "addr", pos)?;
@@ -757,13 +631,7 @@ pub fn parse_snapshot_with(bytes: &[u8], device: Option<usize>, rules: &crate::r
                 if match_frames && let Some(label) = rules.match_frames(frame_names(&pk, e)) {
                     marks.push((id, label));
                 }
-                events.push(Event {
-                    op: OP_ALLOC,
-                    id,
-                    pos: pos as u32,
-                    size,
-                    stream,
-                });
+                events.push(Event { op: OP_ALLOC, id, pos: pos as u32, size, stream });
             }
             "free_requested" | "free_completed" => {
                 let addr = field(e, "addr", pos)?;
@@ -781,31 +649,13 @@ pub fn parse_snapshot_with(bytes: &[u8], device: Option<usize>, rules: &crate::r
                 };
                 if action == "free_requested" {
                     pending_requested.insert(id, true);
-                    events.push(Event {
-                        op: OP_FREE_REQUESTED,
-                        id,
-                        pos: pos as u32,
-                        size,
-                        stream,
-                    });
+                    events.push(Event { op: OP_FREE_REQUESTED, id, pos: pos as u32, size, stream });
                 } else {
                     if pending_requested.remove(&id).is_none() {
                         // the free_requested fell out of the ring buffer
-                        events.push(Event {
-                            op: OP_FREE_REQUESTED,
-                            id,
-                            pos: pos as u32,
-                            size,
-                            stream,
-                        });
+                        events.push(Event { op: OP_FREE_REQUESTED, id, pos: pos as u32, size, stream });
                     }
-                    events.push(Event {
-                        op: OP_FREE_COMPLETED,
-                        id,
-                        pos: pos as u32,
-                        size,
-                        stream,
-                    });
+                    events.push(Event { op: OP_FREE_COMPLETED, id, pos: pos as u32, size, stream });
                     live.remove(&addr);
                 }
             }
@@ -820,18 +670,12 @@ pub fn parse_snapshot_with(bytes: &[u8], device: Option<usize>, rules: &crate::r
             {
                 continue;
             }
-            let stream = pk
-                .dict_get(s, "stream")
-                .and_then(|i| pk.as_int(i))
-                .unwrap_or(0) as u64;
+            let stream = pk.dict_get(s, "stream").and_then(|i| pk.as_int(i)).unwrap_or(0) as u64;
             let Some(blocks) = pk.dict_get(s, "blocks").and_then(|i| pk.as_list(i)) else {
                 continue;
             };
             for &b in blocks {
-                let state = pk
-                    .dict_get(b, "state")
-                    .and_then(|i| pk.as_str(i))
-                    .unwrap_or("");
+                let state = pk.dict_get(b, "state").and_then(|i| pk.as_str(i)).unwrap_or("");
                 if state != "active_allocated" && state != "active_pending_free" {
                     continue;
                 }
@@ -841,10 +685,7 @@ pub fn parse_snapshot_with(bytes: &[u8], device: Option<usize>, rules: &crate::r
                 if live.contains_key(&addr) {
                     continue;
                 }
-                let size = pk
-                    .dict_get(b, "requested_size")
-                    .and_then(|i| pk.as_int(i))
-                    .unwrap_or(0) as u64;
+                let size = pk.dict_get(b, "requested_size").and_then(|i| pk.as_int(i)).unwrap_or(0) as u64;
                 let id = next_id;
                 next_id += 1;
                 initial.push((addr, id, size, stream));
@@ -854,26 +695,11 @@ pub fn parse_snapshot_with(bytes: &[u8], device: Option<usize>, rules: &crate::r
     }
     initial.sort();
     let n_initial = initial.len();
-    let mut all: Vec<Event> = initial
-        .into_iter()
-        .map(|(_, id, size, stream)| Event {
-            op: OP_ALLOC,
-            id,
-            pos: POS_INITIAL,
-            size,
-            stream,
-        })
-        .collect();
+    let mut all: Vec<Event> = initial.into_iter().map(|(_, id, size, stream)| Event { op: OP_ALLOC, id, pos: POS_INITIAL, size, stream }).collect();
     all.extend(events);
-    let device_total = pk
-        .dict_get(root, "device_total")
-        .and_then(|i| pk.as_int(i))
-        .map(|v| v as u64);
-    let recorded_conf = pk
-        .dict_get(root, "allocator_settings")
-        .and_then(|s| pk.dict_get(s, "PYTORCH_CUDA_ALLOC_CONF"))
-        .and_then(|i| pk.as_str(i))
-        .map(str::to_string);
+    let device_total = pk.dict_get(root, "device_total").and_then(|i| pk.as_int(i)).map(|v| v as u64);
+    let recorded_conf =
+        pk.dict_get(root, "allocator_settings").and_then(|s| pk.dict_get(s, "PYTORCH_CUDA_ALLOC_CONF")).and_then(|i| pk.as_str(i)).map(str::to_string);
     let mut t = check_streams(Trace {
         events: all,
         num_ids: next_id,
@@ -925,15 +751,10 @@ pub struct Frame {
 /// pickle again: for the one allocation a reader asks about, not for every event.
 pub fn frames_at(bytes: &[u8], device: Option<usize>, pos: u64) -> Result<Vec<Frame>, TraceError> {
     let pk = unpickle(bytes)?;
-    let traces = pk
-        .dict_get(pk.root, "device_traces")
-        .and_then(|i| pk.as_list(i))
-        .ok_or_else(|| err("snapshot: no device_traces"))?;
+    let traces = pk.dict_get(pk.root, "device_traces").and_then(|i| pk.as_list(i)).ok_or_else(|| err("snapshot: no device_traces"))?;
     let dev = match device {
         Some(d) => d,
-        None => (0..traces.len())
-            .max_by_key(|&d| (pk.as_list(traces[d]).map_or(0, |l| l.len()), usize::MAX - d))
-            .unwrap_or(0),
+        None => (0..traces.len()).max_by_key(|&d| (pk.as_list(traces[d]).map_or(0, |l| l.len()), usize::MAX - d)).unwrap_or(0),
     };
     let entry = traces
         .get(dev)

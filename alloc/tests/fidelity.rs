@@ -74,11 +74,7 @@ fn simulator_matches_pytorch_2_11() {
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .collect();
     files.sort();
-    assert!(
-        !files.is_empty(),
-        "FIDELITY RESULTS MISSING: no .jsonl in {}",
-        dir.display()
-    );
+    assert!(!files.is_empty(), "FIDELITY RESULTS MISSING: no .jsonl in {}", dir.display());
 
     let mut traces: HashMap<String, trace::Trace> = HashMap::new();
     let mut rows = Vec::new();
@@ -89,21 +85,15 @@ fn simulator_matches_pytorch_2_11() {
             if line.trim().is_empty() {
                 continue;
             }
-            let rec: serde_json::Value = serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("{}:{}: {e}", f.display(), ln + 1));
+            let rec: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{}:{}: {e}", f.display(), ln + 1));
             if let Some(e) = rec.get("error") {
-                errors.push(format!(
-                    "{}:{}: the GPU run failed: {e}",
-                    f.display(),
-                    ln + 1
-                ));
+                errors.push(format!("{}:{}: the GPU run failed: {e}", f.display(), ln + 1));
                 continue;
             }
             let name = rec["trace"].as_str().unwrap().to_string();
             let t = traces.entry(name.clone()).or_insert_with(|| {
                 let p = traces_dir().join(format!("{name}.json"));
-                let bytes =
-                    std::fs::read(&p).unwrap_or_else(|e| panic!("trace {}: {e}", p.display()));
+                let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("trace {}: {e}", p.display()));
                 trace::parse(&bytes).unwrap_or_else(|e| panic!("trace {}: {e}", p.display()))
             });
             let conf = config::parse(rec["conf"].as_str().unwrap()).unwrap();
@@ -124,8 +114,7 @@ fn simulator_matches_pytorch_2_11() {
             let real_peak = stats["reserved_bytes.all.peak"].as_u64().unwrap();
             let real_oom = rec["oom_at"].as_u64();
             let real_retries = stats["num_alloc_retries"].as_u64().unwrap_or(0);
-            let diff =
-                (out.peak_reserved as f64 - real_peak as f64).abs() / (real_peak.max(1) as f64);
+            let diff = (out.peak_reserved as f64 - real_peak as f64).abs() / (real_peak.max(1) as f64);
             let real_alloc = stats["allocated_bytes.all.peak"].as_u64().unwrap();
             let mut why = Vec::new();
             let oom_must_match = !is_async || cap_kind == "fraction";
@@ -136,30 +125,18 @@ fn simulator_matches_pytorch_2_11() {
                 why.push(format!("peak reserved off by {:.1} %", diff * 100.0));
             }
             if is_async && oom_must_match && out.peak_allocated != real_alloc {
-                why.push(format!(
-                    "peak allocated {} != real {real_alloc}",
-                    out.peak_allocated
-                ));
+                why.push(format!("peak allocated {} != real {real_alloc}", out.peak_allocated));
             }
             if !is_async && out.peak_allocated != real_alloc {
-                why.push(format!(
-                    "peak allocated {} != real {real_alloc}",
-                    out.peak_allocated
-                ));
+                why.push(format!("peak allocated {} != real {real_alloc}", out.peak_allocated));
             }
             let cap = match cap_kind {
                 "none" => "none".to_string(),
                 k => format!("{k}:{}G", rec["cap_bytes"].as_u64().unwrap() >> 30),
             };
-            let parted = PARTED.iter().any(|p| {
-                (p.0, p.1, p.2) == (name.as_str(), rec["config"].as_str().unwrap(), cap.as_str())
-            });
+            let parted = PARTED.iter().any(|p| (p.0, p.1, p.2) == (name.as_str(), rec["config"].as_str().unwrap(), cap.as_str()));
             if parted {
-                why = if why.is_empty() {
-                    vec!["matches now: remove it from PARTED".to_string()]
-                } else {
-                    Vec::new()
-                };
+                why = if why.is_empty() { vec!["matches now: remove it from PARTED".to_string()] } else { Vec::new() };
             }
             rows.push(Row {
                 trace: name,
@@ -180,16 +157,7 @@ fn simulator_matches_pytorch_2_11() {
     }
     println!(
         "{:<11} {:<27} {:<12} {:>9} {:>9} {:>10} {:>10} {:>7} {:>5} {:>5}  result",
-        "trace",
-        "config",
-        "cap",
-        "oom real",
-        "oom sim",
-        "peak real",
-        "peak sim",
-        "diff",
-        "rt.r",
-        "rt.s"
+        "trace", "config", "cap", "oom real", "oom sim", "peak real", "peak sim", "diff", "rt.r", "rt.s"
     );
     let show = |o: Option<u64>| o.map_or("-".to_string(), |v| v.to_string());
     for r in &rows {
@@ -214,19 +182,8 @@ fn simulator_matches_pytorch_2_11() {
         );
     }
     let failed: Vec<&Row> = rows.iter().filter(|r| !r.ok).collect();
-    println!(
-        "{} cases, {} match, {} differ, {} GPU errors",
-        rows.len(),
-        rows.len() - failed.len(),
-        failed.len(),
-        errors.len()
-    );
+    println!("{} cases, {} match, {} differ, {} GPU errors", rows.len(), rows.len() - failed.len(), failed.len(), errors.len());
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     assert!(!rows.is_empty(), "no cases in {}", dir.display());
-    assert!(
-        failed.is_empty(),
-        "{} of {} cases differ from PyTorch (table above)",
-        failed.len(),
-        rows.len()
-    );
+    assert!(failed.is_empty(), "{} of {} cases differ from PyTorch (table above)", failed.len(), rows.len());
 }

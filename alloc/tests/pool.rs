@@ -11,15 +11,7 @@ use headroom_alloc::device::Device;
 
 const H200: u64 = 150_109_880_320;
 /// The four traces the pool model was fitted to, then three hold-out traces (other seeds).
-const TRACES: [&str; 7] = [
-    "churn",
-    "grow",
-    "resolution",
-    "model",
-    "churn-holdout",
-    "grow-holdout",
-    "resolution-holdout",
-];
+const TRACES: [&str; 7] = ["churn", "grow", "resolution", "model", "churn-holdout", "grow-holdout", "resolution-holdout"];
 
 struct Recording {
     /// The trace's events as (op, id, size).
@@ -34,46 +26,15 @@ fn recording(name: &str) -> Recording {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity");
     let gz = std::fs::read(dir.join(format!("measured/pool/pool-{name}.json.gz"))).unwrap();
     let mut text = String::new();
-    flate2::read::GzDecoder::new(&gz[..])
-        .read_to_string(&mut text)
-        .unwrap();
+    flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut text).unwrap();
     let rec: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let trace: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join(format!("traces/{name}.json"))).unwrap())
-            .unwrap();
+    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(format!("traces/{name}.json"))).unwrap()).unwrap();
     let n = rec["events"].as_u64().unwrap() as usize;
-    let events = trace["events"].as_array().unwrap()[..n]
-        .iter()
-        .map(|e| {
-            (
-                e[0].as_str().unwrap().to_string(),
-                e[1].as_u64().unwrap(),
-                e[2].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    let offsets = rec["allocs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            (
-                a[0].as_u64().unwrap() as usize,
-                a[2].as_u64().expect("no failed allocation"),
-            )
-        })
-        .collect();
-    let reserved = rec["reserved"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r[0].as_u64().unwrap() as usize, r[1].as_u64().unwrap()))
-        .collect();
-    Recording {
-        events,
-        offsets,
-        reserved,
-    }
+    let events =
+        trace["events"].as_array().unwrap()[..n].iter().map(|e| (e[0].as_str().unwrap().to_string(), e[1].as_u64().unwrap(), e[2].as_u64().unwrap())).collect();
+    let offsets = rec["allocs"].as_array().unwrap().iter().map(|a| (a[0].as_u64().unwrap() as usize, a[2].as_u64().expect("no failed allocation"))).collect();
+    let reserved = rec["reserved"].as_array().unwrap().iter().map(|r| (r[0].as_u64().unwrap() as usize, r[1].as_u64().unwrap())).collect();
+    Recording { events, offsets, reserved }
 }
 
 fn rounded(size: u64) -> u64 {
@@ -135,16 +96,7 @@ fn the_pool_model_peak_reserved_is_close_to_the_drivers() {
             }
         }
         let err = (p.peak_reserved as f64 - truth as f64) / truth as f64;
-        println!(
-            "{name}: peak reserved {} MiB, driver {} MiB ({:+.1} %)",
-            p.peak_reserved >> 20,
-            truth >> 20,
-            err * 100.0
-        );
-        assert!(
-            err.abs() <= 0.10,
-            "{name}: peak reserved {} vs the driver's {truth}",
-            p.peak_reserved
-        );
+        println!("{name}: peak reserved {} MiB, driver {} MiB ({:+.1} %)", p.peak_reserved >> 20, truth >> 20, err * 100.0);
+        assert!(err.abs() <= 0.10, "{name}: peak reserved {} vs the driver's {truth}", p.peak_reserved);
     }
 }

@@ -9,11 +9,7 @@ use headroom_alloc::oom;
 const H200: u64 = 150_109_880_320;
 
 fn alloc_with(conf: &str, fraction: Option<f64>) -> Native {
-    Native::new(
-        &config::parse(conf).unwrap(),
-        Device::new(H200, H200),
-        fraction,
-    )
+    Native::new(&config::parse(conf).unwrap(), Device::new(H200, H200), fraction)
 }
 
 fn reserved(a: &Native) -> u64 {
@@ -76,11 +72,7 @@ fn segment_sizes_and_the_large_pool_split_rule() {
     ] {
         let mut a = alloc_with("", None);
         a.malloc(req, 0).unwrap();
-        assert_eq!(
-            (allocated(&a), reserved(&a)),
-            (block, segment),
-            "request {req}"
-        );
+        assert_eq!((allocated(&a), reserved(&a)), (block, segment), "request {req}");
         a.check_invariants().unwrap();
     }
     // 11 MiB - 512 in a 12 MiB segment: remainder 1 MiB + 512 > 1 MiB, split
@@ -88,10 +80,7 @@ fn segment_sizes_and_the_large_pool_split_rule() {
     a.malloc(11 * MIB - 512, 0).unwrap();
     assert_eq!(allocated(&a), 11 * MIB - 512);
     // large_segment_size_mb sets the 1-10 MiB segment size
-    for (conf, seg) in [
-        ("large_segment_size_mb:64", 64 * MIB),
-        ("large_segment_size_mb:11", 11 * MIB),
-    ] {
+    for (conf, seg) in [("large_segment_size_mb:64", 64 * MIB), ("large_segment_size_mb:11", 11 * MIB)] {
         let mut a = alloc_with(conf, None);
         a.malloc(1536 * 1024, 0).unwrap();
         assert_eq!(reserved(&a), seg);
@@ -103,16 +92,8 @@ fn split_carve_low_end_and_merge_on_free() {
     let mut a = alloc_with("", None);
     let x = a.malloc(1536 * 1024, 0).unwrap();
     let y = a.malloc(5 * MIB, 0).unwrap();
-    assert_eq!(
-        reserved(&a),
-        20 * MIB,
-        "1.5 + 5 MiB share one 20 MiB segment"
-    );
-    assert_eq!(
-        a.block_info(y).0,
-        a.block_info(x).0 + 1536 * 1024,
-        "carved from the low end"
-    );
+    assert_eq!(reserved(&a), 20 * MIB, "1.5 + 5 MiB share one 20 MiB segment");
+    assert_eq!(a.block_info(y).0, a.block_info(x).0 + 1536 * 1024, "carved from the low end");
     // 13 MiB takes the 13.5 MiB remainder whole (remainder 0.5 MiB <= 1 MiB)
     let z = a.malloc(13 * MIB, 0).unwrap();
     assert_eq!(a.block_info(z).1, 13 * MIB + 512 * 1024);
@@ -123,10 +104,7 @@ fn split_carve_low_end_and_merge_on_free() {
     a.free(x);
     // x and y merged: one free 6.5 MiB block
     assert_eq!(a.stats.inactive_split.all.current, 1);
-    assert_eq!(
-        a.stats.inactive_split_bytes.all.current as u64,
-        6 * MIB + 512 * 1024
-    );
+    assert_eq!(a.stats.inactive_split_bytes.all.current as u64, 6 * MIB + 512 * 1024);
     a.free(z);
     assert_eq!(a.stats.inactive_split.all.current, 0);
     a.check_invariants().unwrap();
@@ -142,11 +120,7 @@ fn small_pool_splits_down_to_512_bytes() {
     let h = a.malloc(MIB, 0).unwrap();
     let _keep = a.malloc(MIB - 512, 0).unwrap(); // the free 1 MiB half: leaves a 512 B block
     let last = a.malloc(512, 0).unwrap();
-    assert_eq!(
-        reserved(&a),
-        2 * MIB,
-        "the 512-byte remainder was split off and reused"
-    );
+    assert_eq!(reserved(&a), 2 * MIB, "the 512-byte remainder was split off and reused");
     assert_eq!(a.block_info(last).0, a.block_info(h).0 + 2 * MIB - 512);
 }
 
@@ -156,11 +130,7 @@ fn streams_never_share_free_blocks() {
     let h = a.malloc(MIB, 1).unwrap();
     a.free(h);
     a.malloc(MIB, 2).unwrap();
-    assert_eq!(
-        reserved(&a),
-        4 * MIB,
-        "a second 2 MiB segment for the other stream"
-    );
+    assert_eq!(reserved(&a), 4 * MIB, "a second 2 MiB segment for the other stream");
 }
 
 #[test]
@@ -224,10 +194,7 @@ fn release_everything_and_retry() {
     a.free(b);
     a.malloc(250 * MIB, 0).unwrap();
     assert_eq!(reserved(&a), 250 * MIB);
-    assert_eq!(
-        (a.stats.num_alloc_retries, a.stats.num_sync_all_streams),
-        (1, 1)
-    );
+    assert_eq!((a.stats.num_alloc_retries, a.stats.num_sync_all_streams), (1, 1));
     // and the OOM counts one more retry
     let e = a.malloc(100 * MIB, 0).unwrap_err();
     assert!(matches!(e, OomKind::Native { alloc_size, .. } if alloc_size == 100 * MIB));
@@ -286,17 +253,10 @@ fn expandable_segments_map_in_20_mib_pages() {
     assert_eq!(reserved(&a), 42 * MIB, "small pool: 2 MiB pages");
     a.free(y);
     let w = a.malloc(6 * MIB, 0).unwrap();
-    assert_eq!(
-        reserved(&a),
-        62 * MIB,
-        "the 5 MiB hole is too small: 20 MiB more at the tail"
-    );
+    assert_eq!(reserved(&a), 62 * MIB, "the 5 MiB hole is too small: 20 MiB more at the tail");
     let v = a.malloc(200 * MIB, 0).unwrap();
     assert_eq!(reserved(&a), 262 * MIB);
-    assert_eq!(
-        a.stats.segment.all.current, 0,
-        "expandable segments are not counted as segments"
-    );
+    assert_eq!(a.stats.segment.all.current, 0, "expandable segments are not counted as segments");
     for h in [x, z, s, w, v] {
         a.free(h);
     }
@@ -304,11 +264,7 @@ fn expandable_segments_map_in_20_mib_pages() {
     let frees = a.stats.num_device_free;
     a.empty_cache();
     assert_eq!(reserved(&a), 0);
-    assert_eq!(
-        a.stats.num_device_free,
-        frees + 2,
-        "one unmap per segment: 260 MiB and 2 MiB"
-    );
+    assert_eq!(a.stats.num_device_free, frees + 2, "one unmap per segment: 260 MiB and 2 MiB");
 }
 
 #[test]
@@ -329,32 +285,19 @@ fn expandable_best_fit_prefers_holes_over_the_growth_frontier() {
 #[test]
 fn expandable_oom_unmaps_holes_then_maps_at_the_tail() {
     // fraction 300 MiB; a freed 100 MiB region at the start, 100 MiB live after it; 150 MiB asked
-    let mut a = alloc_with(
-        "expandable_segments:True",
-        Some(fraction_for(300 * MIB + 4096)),
-    );
+    let mut a = alloc_with("expandable_segments:True", Some(fraction_for(300 * MIB + 4096)));
     let hole = a.malloc(100 * MIB, 0).unwrap();
     let _live = a.malloc(100 * MIB, 0).unwrap();
     a.free(hole);
     a.malloc(150 * MIB, 0).unwrap();
-    assert_eq!(
-        (a.stats.num_alloc_retries, a.stats.num_sync_all_streams),
-        (1, 1)
-    );
-    assert_eq!(
-        reserved(&a),
-        100 * MIB + 160 * MIB,
-        "8 pages mapped at the tail, the hole unmapped"
-    );
+    assert_eq!((a.stats.num_alloc_retries, a.stats.num_sync_all_streams), (1, 1));
+    assert_eq!(reserved(&a), 100 * MIB + 160 * MIB, "8 pages mapped at the tail, the hole unmapped");
     a.check_invariants().unwrap();
 }
 
 #[test]
 fn expandable_max_split_grows_instead_of_reusing() {
-    for (conf, want) in [
-        ("expandable_segments:True,max_split_size_mb:64", 140 * MIB),
-        ("expandable_segments:True", 120 * MIB),
-    ] {
+    for (conf, want) in [("expandable_segments:True,max_split_size_mb:64", 140 * MIB), ("expandable_segments:True", 120 * MIB)] {
         let mut a = alloc_with(conf, None);
         let big = a.malloc(100 * MIB, 0).unwrap();
         let _fence = a.malloc(2 * MIB + 1, 0).unwrap();
@@ -372,11 +315,7 @@ fn pending_frees_are_not_reusable_until_completed() {
     assert_eq!(allocated(&a), 0);
     assert_eq!(a.stats.active_bytes.all.current as u64, 4 * MIB);
     let u = a.malloc(16 * MIB, 0).unwrap();
-    assert_ne!(
-        a.block_info(u).0,
-        a.block_info(t).0,
-        "the pending block is still in use"
-    );
+    assert_ne!(a.block_info(u).0, a.block_info(t).0, "the pending block is still in use");
     a.free_completed(t);
     let v = a.malloc(4 * MIB, 0).unwrap();
     assert_eq!(a.block_info(v).0, a.block_info(t).0);
@@ -397,23 +336,13 @@ fn the_oom_message() {
     assert!(m.contains("Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.80 GiB of which 138.82 GiB is free. 1.40 GiB allowed; Of the allocated memory 1000.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. If reserved"), "{m}");
     let mut a = alloc_with("", None);
     let e = a.malloc(1 << 60, 0).unwrap_err();
-    assert_eq!(
-        oom::native_message(&e, 0, None),
-        "CUDA out of memory. Tried to allocate more than 1EB memory."
-    );
-    assert_eq!(
-        a.stats.num_ooms, 0,
-        "the 1 EB guard is not an allocator OOM"
-    );
+    assert_eq!(oom::native_message(&e, 0, None), "CUDA out of memory. Tried to allocate more than 1EB memory.");
+    assert_eq!(a.stats.num_ooms, 0, "the 1 EB guard is not an allocator OOM");
 }
 
 #[test]
 fn device_free_memory_is_the_second_limit() {
-    let mut a = Native::new(
-        &config::parse("").unwrap(),
-        Device::new(H200, 100 * MIB),
-        None,
-    );
+    let mut a = Native::new(&config::parse("").unwrap(), Device::new(H200, 100 * MIB), None);
     let x = a.malloc(60 * MIB, 0).unwrap();
     a.free(x);
     // 60 MiB cached + 70 MiB new > 100 MiB: release everything, then it fits
@@ -422,11 +351,7 @@ fn device_free_memory_is_the_second_limit() {
     assert_eq!(a.stats.num_alloc_retries, 1);
     let e = a.malloc(40 * MIB, 0).unwrap_err();
     match e {
-        OomKind::Native {
-            device_free,
-            allowed,
-            ..
-        } => {
+        OomKind::Native { device_free, allowed, .. } => {
             assert_eq!(device_free, 30 * MIB);
             assert_eq!(allowed, None);
         }

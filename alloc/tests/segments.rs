@@ -24,10 +24,7 @@ fn conf_of(name: &str) -> &'static str {
 /// Every run recorded on the fitted traces (`replay_torch.py --segments` on the H200), in file
 /// order.
 fn recordings() -> Vec<serde_json::Value> {
-    read_recordings(&[
-        "h200-2.11-segments.jsonl",
-        "h200-2.11-segments-gc-roundup.jsonl",
-    ])
+    read_recordings(&["h200-2.11-segments.jsonl", "h200-2.11-segments-gc-roundup.jsonl"])
 }
 
 fn read_recordings(files: &[&str]) -> Vec<serde_json::Value> {
@@ -48,8 +45,7 @@ type Op = (String, u64, u64);
 fn operations(r: &serde_json::Value) -> (Vec<Op>, Vec<Op>) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity");
     let name = r["trace"].as_str().unwrap();
-    let t = trace::parse(&std::fs::read(dir.join("traces").join(format!("{name}.json"))).unwrap())
-        .unwrap();
+    let t = trace::parse(&std::fs::read(dir.join("traces").join(format!("{name}.json"))).unwrap()).unwrap();
     let conf = config::parse(conf_of(r["config"].as_str().unwrap())).unwrap();
     let fraction = r["cap_bytes"].as_u64().unwrap() as f64 / H200 as f64;
     let mut a = Native::new(&conf, Device::new(H200, H200), Some(fraction));
@@ -60,36 +56,15 @@ fn operations(r: &serde_json::Value) -> (Vec<Op>, Vec<Op>) {
             break;
         }
     }
-    let ours = a
-        .segment_log
-        .take()
-        .unwrap()
-        .into_iter()
-        .map(|(k, _, size, n)| (SEGMENT_EVENTS[k as usize].to_string(), size, n))
-        .collect();
-    let real = r["segment_events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e[0].as_str().unwrap().to_string(),
-                e[2].as_u64().unwrap(),
-                e[3].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let ours = a.segment_log.take().unwrap().into_iter().map(|(k, _, size, n)| (SEGMENT_EVENTS[k as usize].to_string(), size, n)).collect();
+    let real =
+        r["segment_events"].as_array().unwrap().iter().map(|e| (e[0].as_str().unwrap().to_string(), e[2].as_u64().unwrap(), e[3].as_u64().unwrap())).collect();
     (real, ours)
 }
 
 /// Index of the first operation where the two sequences differ, if they do.
 fn first_difference<T: PartialEq>(a: &[T], b: &[T]) -> Option<usize> {
-    (a != b).then(|| {
-        a.iter()
-            .zip(b)
-            .position(|(x, y)| x != y)
-            .unwrap_or(a.len().min(b.len()))
-    })
+    (a != b).then(|| a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len())))
 }
 
 #[test]
@@ -123,13 +98,7 @@ fn address_ops(r: &serde_json::Value) -> Vec<(bool, u64, u64)> {
         .unwrap()
         .iter()
         .filter(|e| matches!(e[0].as_str(), Some("segment_alloc" | "segment_free")))
-        .map(|e| {
-            (
-                e[0] == "segment_alloc",
-                e[1].as_u64().unwrap(),
-                e[2].as_u64().unwrap(),
-            )
-        })
+        .map(|e| (e[0] == "segment_alloc", e[1].as_u64().unwrap(), e[2].as_u64().unwrap()))
         .collect()
 }
 
@@ -183,23 +152,14 @@ fn segment_addresses_match_the_driver() {
     const M: u64 = 1 << 20;
     let mut runs = Vec::new();
     for r in recordings() {
-        let key = format!(
-            "[\"{}\", \"{}\", {}]",
-            r["trace"].as_str().unwrap(),
-            r["config"].as_str().unwrap(),
-            r["cap_bytes"].as_u64().unwrap() >> 30
-        );
+        let key = format!("[\"{}\", \"{}\", {}]", r["trace"].as_str().unwrap(), r["config"].as_str().unwrap(), r["cap_bytes"].as_u64().unwrap() >> 30);
         let ops = address_ops(&r);
         runs.push((key, ops));
     }
     // Three runs part from the recording: at a choice a bare process made like the model and
     // PyTorch's process did not (va_probe: churn default after 36 allocations, churn GC 8 GiB
     // after 66), and a first segment that found a gap of the context the model does not have.
-    let part = [
-        ("[\"churn\", \"default\", 8]", 36),
-        ("[\"churn\", \"gc_0.6_max_split_256\", 8]", 66),
-        ("[\"churn\", \"gc_0.6_max_split_256\", 2]", 12),
-    ];
+    let part = [("[\"churn\", \"default\", 8]", 36), ("[\"churn\", \"gc_0.6_max_split_256\", 8]", 66), ("[\"churn\", \"gc_0.6_max_split_256\", 2]", 12)];
     for (key, ops) in runs.iter().filter(|(_, o)| !o.is_empty()) {
         let (_, agree, n, _) = replay_addresses(ops, ops.len());
         println!("{key}: the first {agree} of {n} segments where the driver put them");
@@ -217,11 +177,7 @@ fn segment_addresses_match_the_driver() {
         let (mut d, hit, n, ob) = replay_addresses(ops, prefix);
         assert_eq!(hit, n, "{key} prefix {prefix}: the prefix itself differs");
         let ours = d.malloc(probe * M).unwrap();
-        assert_eq!(
-            (ours as i64 - ob as i64) >> 20,
-            at,
-            "{key} after {prefix} operations, {probe} MiB"
-        );
+        assert_eq!((ours as i64 - ob as i64) >> 20, at, "{key} after {prefix} operations, {probe} MiB");
         checked += 1;
     }
     assert_eq!(checked, 26);
@@ -245,33 +201,19 @@ fn hold_out_recordings_part_only_where_the_addresses_do() {
     let runs = read_recordings(&["h200-2.11-segments-holdout.jsonl"]);
     assert_eq!(runs.len(), 9);
     for r in &runs {
-        let key = format!(
-            "{} {}G",
-            r["config"].as_str().unwrap(),
-            r["cap_bytes"].as_u64().unwrap() >> 30
-        );
+        let key = format!("{} {}G", r["config"].as_str().unwrap(), r["cap_bytes"].as_u64().unwrap() >> 30);
         let (real, ours) = operations(r);
         let expected = match key.as_str() {
             "gc_0.6_max_split_256 8G" => Some(793),
             "max_split_128 8G" => Some(2809),
             _ => None,
         };
-        assert_eq!(
-            first_difference(&real, &ours),
-            expected,
-            "{key}: first differing driver operation"
-        );
+        assert_eq!(first_difference(&real, &ours), expected, "{key}: first differing driver operation");
     }
     let mut checked = 0;
     for (key, prefix, probe, at, p) in probes("va_probe-h200-holdout.txt") {
         let k: serde_json::Value = serde_json::from_str(&key).unwrap();
-        let r = runs
-            .iter()
-            .find(|r| {
-                r["config"] == k[1]
-                    && r["cap_bytes"].as_u64().unwrap() >> 30 == k[2].as_u64().unwrap()
-            })
-            .unwrap();
+        let r = runs.iter().find(|r| r["config"] == k[1] && r["cap_bytes"].as_u64().unwrap() >> 30 == k[2].as_u64().unwrap()).unwrap();
         let ops = address_ops(r);
         // the bare process placed every prefix allocation as PyTorch's did, and so does the model
         assert_eq!(p["prefix_match"], p["prefix_allocs"]);
@@ -279,21 +221,11 @@ fn hold_out_recordings_part_only_where_the_addresses_do() {
         assert_eq!(hit, n, "{key} prefix {prefix}");
         let ours = (d.malloc(probe * M).unwrap() as i64 - ob as i64) >> 20;
         let real = (ops[prefix].1 as i64 - ops[0].1 as i64) >> 20;
-        println!(
-            "{key} after {prefix}: {probe} MiB at {real} in PyTorch, {at} in a bare process, {ours} in the model"
-        );
+        println!("{key} after {prefix}: {probe} MiB at {real} in PyTorch, {at} in a bare process, {ours} in the model");
         if k[1] == "gc_0.6_max_split_256" {
-            assert_eq!(
-                (ours, real == at),
-                (at, false),
-                "{key}: the model follows the bare process, PyTorch did not"
-            );
+            assert_eq!((ours, real == at), (at, false), "{key}: the model follows the bare process, PyTorch did not");
         } else {
-            assert_eq!(
-                (real, ours == at),
-                (at, false),
-                "{key}: PyTorch follows the bare process, the model did not"
-            );
+            assert_eq!((real, ours == at), (at, false), "{key}: PyTorch follows the bare process, the model did not");
         }
         checked += 1;
     }

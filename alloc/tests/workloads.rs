@@ -59,9 +59,9 @@ fn real_workloads_replay_as_they_ran() {
         for line in std::fs::read_to_string(f).unwrap().lines() {
             let rec: Value = serde_json::from_str(line).unwrap();
             let workload = rec["workload"].as_str().unwrap();
-            let t = traces.entry(workload.to_string()).or_insert_with(|| {
-                trace::parse(&std::fs::read(root().join(format!("fidelity/traces/{workload}.pkl"))).unwrap()).unwrap()
-            });
+            let t = traces
+                .entry(workload.to_string())
+                .or_insert_with(|| trace::parse(&std::fs::read(root().join(format!("fidelity/traces/{workload}.pkl"))).unwrap()).unwrap());
             let t: &Trace = t;
             let name = rec["config"].as_str().unwrap();
             let cap = rec["cap"].as_u64();
@@ -182,7 +182,13 @@ fn frames_of_a_fallback_are_the_recorded_ones() {
     assert!(!out.fallbacks.is_empty(), "no fallback at the 4.2 GB cap");
     for f in &out.fallbacks {
         let frames = trace::frames_at(&bytes, None, f.at).unwrap();
-        assert!(frames.iter().any(|fr| fr.name.contains(&f.site)), "event {}: no frame with {} in {:?}", f.at, f.site, frames.iter().map(|f| &f.name).collect::<Vec<_>>());
+        assert!(
+            frames.iter().any(|fr| fr.name.contains(&f.site)),
+            "event {}: no frame with {} in {:?}",
+            f.at,
+            f.site,
+            frames.iter().map(|f| &f.name).collect::<Vec<_>>()
+        );
         assert!(frames.iter().any(|fr| fr.filename.ends_with(".py") && fr.line > 0), "no Python frame with a line");
     }
     assert!(trace::frames_at(&bytes, None, u64::MAX >> 8).unwrap_err().to_string().contains("no entry"));

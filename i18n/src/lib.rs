@@ -178,19 +178,13 @@ mod tests {
 
     #[test]
     fn a_missing_key_is_reported_with_language_and_key() {
-        let problems = validate(&[
-            table("en", &[("home.title", "Title"), ("home.lead", "Lead {n}")]),
-            table("pt", &[("home.title", "Título")]),
-        ]);
+        let problems = validate(&[table("en", &[("home.title", "Title"), ("home.lead", "Lead {n}")]), table("pt", &[("home.title", "Título")])]);
         assert_eq!(problems, vec!["pt: missing key `home.lead`".to_string()]);
     }
 
     #[test]
     fn extra_keys_empty_strings_and_placeholder_mismatches_are_reported() {
-        let problems = validate(&[
-            table("en", &[("a", "x {n}"), ("b", "y")]),
-            table("zh", &[("a", "x {m}"), ("b", " "), ("c", "z")]),
-        ]);
+        let problems = validate(&[table("en", &[("a", "x {n}"), ("b", "y")]), table("zh", &[("a", "x {m}"), ("b", " "), ("c", "z")])]);
         assert_eq!(problems.len(), 3, "{problems:?}");
         assert!(problems[0].contains("placeholders"));
         assert!(problems[1].contains("`b` is empty"));

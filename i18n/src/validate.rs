@@ -42,11 +42,7 @@ pub fn validate(tables: &[(String, Vec<(String, String)>)]) -> Vec<String> {
                         problems.push(format!("{lang}: key `{key}` is empty"));
                     }
                     if placeholders(text) != placeholders(ref_text) {
-                        problems.push(format!(
-                            "{lang}: key `{key}` has placeholders {:?}, {ref_lang} has {:?}",
-                            placeholders(text),
-                            placeholders(ref_text)
-                        ));
+                        problems.push(format!("{lang}: key `{key}` has placeholders {:?}, {ref_lang} has {:?}", placeholders(text), placeholders(ref_text)));
                     }
                 }
             }

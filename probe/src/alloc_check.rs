@@ -32,11 +32,7 @@ const GIB: u64 = 1 << 30;
 
 /// The configurations: the default, expandable segments (the VMM path) and a split limit (the
 /// oversize-block path), each of which the fidelity suite found exact on the H200.
-pub const CONFIGS: [(&str, &str); 3] = [
-    ("default", ""),
-    ("expandable", "expandable_segments:True"),
-    ("max_split_128", "max_split_size_mb:128"),
-];
+pub const CONFIGS: [(&str, &str); 3] = [("default", ""), ("expandable", "expandable_segments:True"), ("max_split_128", "max_split_size_mb:128")];
 
 /// `--quick`: two fitted traces under the first two configurations.
 pub const QUICK_TRACES: [&str; 2] = ["churn", "model"];
@@ -439,11 +435,13 @@ mod tests {
         let mut a = run_case(&mut d, "model", "default").unwrap();
         // as if the device had placed everything where the model did
         (a.exact, a.divergent_calls, a.first_divergence, a.device) = (true, 0, None, a.model.clone());
-        (a.moved_placements, a.first_moved) = (1, Some(CallDivergence { call: 2, event: 5, model: "cudaMalloc(2097152) at +0x0".into(), device: "cudaMalloc(2097152) at -0x2000000".into() }));
+        (a.moved_placements, a.first_moved) =
+            (1, Some(CallDivergence { call: 2, event: 5, model: "cudaMalloc(2097152) at +0x0".into(), device: "cudaMalloc(2097152) at -0x2000000".into() }));
         let mut b = a.clone();
         b.exact = false;
         b.divergent_calls = 1;
-        b.first_divergence = Some(CallDivergence { call: 7, event: 400, model: "cudaMalloc(2097152) at +0x0".into(), device: "cudaMalloc(2097152) at -0x2000000".into() });
+        b.first_divergence =
+            Some(CallDivergence { call: 7, event: 400, model: "cudaMalloc(2097152) at +0x0".into(), device: "cudaMalloc(2097152) at -0x2000000".into() });
         let s = summarize(model_name(), false, 2 * GIB, 1.0, vec![a.clone(), b]);
         assert_eq!(s.verdict, "diverged");
         assert!(s.note.contains("diverged in 1 of 2 cases; model / default: first at event 400 (call 7"), "{}", s.note);

@@ -66,8 +66,8 @@ impl Gpu {
             return Err(ProbeError::BadDevice { index, count });
         }
         let dev = result::device::get(index as i32).map_err(driver("cuDeviceGet"))?;
-        let mode = unsafe { result::device::get_attribute(dev, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_MODE) }
-            .map_err(driver("cuDeviceGetAttribute"))?;
+        let mode =
+            unsafe { result::device::get_attribute(dev, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_MODE) }.map_err(driver("cuDeviceGetAttribute"))?;
         if mode == sys::CUcomputemode::CU_COMPUTEMODE_PROHIBITED as i32 {
             return Err(ProbeError::Busy { index, detail: "compute mode is Prohibited".into() });
         }
@@ -236,9 +236,7 @@ impl Device for Gpu {
         let mut version = 0i32;
         unsafe { sys::cuDriverGetVersion(&mut version) }.result().map_err(e("cuDriverGetVersion"))?;
         let mut bus = [0 as std::ffi::c_char; 32];
-        unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, dev) }
-            .result()
-            .map_err(e("cuDeviceGetPCIBusId"))?;
+        unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, dev) }.result().map_err(e("cuDeviceGetPCIBusId"))?;
         let pci_bus_id = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned();
         let uuid = result::device::get_uuid(dev).map_err(e("cuDeviceGetUuid"))?;
         Ok(Identity {
@@ -374,7 +372,6 @@ impl Device for Gpu {
         unsafe { sys::cuMemUnmap(va, bytes as usize) }.result().map_err(e("cuMemUnmap"))
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -80,15 +80,9 @@ mod tests {
         let win_env: &'static [(&'static str, &'static str)] = Box::leak(vec![("APPDATA", win), ("HOME", "/ignored")].into_boxed_slice());
         assert_eq!(id_file_for("windows", env(win_env)), Some(PathBuf::from(win).join("headroom").join("install-id")));
         assert_eq!(id_file_for("windows", env(&[])), None);
-        assert_eq!(
-            id_file_for("macos", env(&[("HOME", "/Users/ana")])),
-            Some(PathBuf::from("/Users/ana/Library/Application Support/headroom/install-id"))
-        );
+        assert_eq!(id_file_for("macos", env(&[("HOME", "/Users/ana")])), Some(PathBuf::from("/Users/ana/Library/Application Support/headroom/install-id")));
         assert_eq!(id_file_for("linux", env(&[("HOME", "/home/ana")])), Some(PathBuf::from("/home/ana/.config/headroom/install-id")));
-        assert_eq!(
-            id_file_for("linux", env(&[("HOME", "/home/ana"), ("XDG_CONFIG_HOME", "/cfg")])),
-            Some(PathBuf::from("/cfg/headroom/install-id"))
-        );
+        assert_eq!(id_file_for("linux", env(&[("HOME", "/home/ana"), ("XDG_CONFIG_HOME", "/cfg")])), Some(PathBuf::from("/cfg/headroom/install-id")));
         // A relative XDG_CONFIG_HOME is ignored (XDG base directory specification).
         assert_eq!(
             id_file_for("linux", env(&[("HOME", "/home/ana"), ("XDG_CONFIG_HOME", "relative")])),

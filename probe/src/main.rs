@@ -233,7 +233,14 @@ fn alloc_case(index: u32, trace: &str, config: &str, free: Option<u64>, simulate
 /// measurements. On a real card this process holds the ballast (a CUDA context of its own plus
 /// `cuMemAlloc`s) that leaves the case's process, once its own context is made (`context`
 /// bytes), about that much free.
-fn allocator_check(index: u32, free_now: u64, context: u64, quick: bool, simulate: Option<&str>, progress: &mut dyn FnMut(&str)) -> Result<report::AllocCheck, ProbeError> {
+fn allocator_check(
+    index: u32,
+    free_now: u64,
+    context: u64,
+    quick: bool,
+    simulate: Option<&str>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<report::AllocCheck, ProbeError> {
     let started = std::time::Instant::now();
     let Some(target) = alloc_check::free_target(free_now) else {
         return Ok(alloc_check::skipped(
@@ -245,7 +252,8 @@ fn allocator_check(index: u32, free_now: u64, context: u64, quick: bool, simulat
             ),
         ));
     };
-    let exe = std::env::current_exe().map_err(|e| ProbeError::Driver { call: "allocator check", error: format!("cannot find the probe's own executable: {e}") })?;
+    let exe =
+        std::env::current_exe().map_err(|e| ProbeError::Driver { call: "allocator check", error: format!("cannot find the probe's own executable: {e}") })?;
     let check_err = ProbeError::device("allocator check");
     let mut gpu = match simulate {
         Some(_) => None,
@@ -315,11 +323,7 @@ fn measure_and_report(args: &RunArgs) -> Result<(), CliError> {
     };
     let url = args.submit.as_deref().map(submit::endpoint).transpose().map_err(|e| CliError::Usage(format!("--submit: {e}")))?;
     install_ctrl_c();
-    let indices: Vec<u32> = if args.all {
-        (0..backend.count()?).collect()
-    } else {
-        vec![args.device.unwrap_or(0)]
-    };
+    let indices: Vec<u32> = if args.all { (0..backend.count()?).collect() } else { vec![args.device.unwrap_or(0)] };
     let install_id = identity::install_id();
     let quiet = args.json;
     let mut reports = Vec::new();
@@ -421,10 +425,7 @@ fn submit_all(bodies: &[(u32, String)], url: &str, yes: bool) -> Result<(), CliE
                 }
             },
             submit::Outcome::RateLimited { retry_after } => {
-                code = keep(&format!(
-                    "the server asks to slow down (HTTP 429{})",
-                    retry_after.map_or(String::new(), |s| format!(", retry after {s} s"))
-                ));
+                code = keep(&format!("the server asks to slow down (HTTP 429{})", retry_after.map_or(String::new(), |s| format!(", retry after {s} s"))));
             }
             submit::Outcome::Failed(e) => code = keep(&format!("could not send to {url}: {}", submit::one_line(&e))),
         }

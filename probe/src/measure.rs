@@ -118,10 +118,7 @@ pub struct Held<'a, D: Device> {
 
 impl<'a, D: Device> Held<'a, D> {
     pub fn new(dev: &'a mut D) -> Self {
-        Held {
-            dev,
-            allocs: Vec::new(),
-        }
+        Held { dev, allocs: Vec::new() }
     }
     pub fn alloc(&mut self, bytes: u64) -> Result<bool, DeviceError> {
         check_interrupt(&*self.dev)?;
@@ -196,18 +193,13 @@ pub fn usable_capacity<D: Device>(dev: &mut D, chunk: u64, min_chunk: u64) -> Re
     Ok(total)
 }
 
-
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     if v.is_empty() { 0.0 } else { v[v.len() / 2] }
 }
 
 /// Allocation and free latency per size (sizes the device cannot hold are skipped).
-pub fn alloc_latency<D: Device>(
-    dev: &mut D,
-    sizes: &[u64],
-    reps: usize,
-) -> Result<Vec<Latency>, DeviceError> {
+pub fn alloc_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Result<Vec<Latency>, DeviceError> {
     let mut out = Vec::new();
     for &bytes in sizes {
         let (mut a_us, mut f_us) = (Vec::new(), Vec::new());
@@ -223,26 +215,15 @@ pub fn alloc_latency<D: Device>(
         }
         if !a_us.is_empty() {
             let samples = a_us.len() as u64;
-            out.push(Latency {
-                bytes,
-                alloc_us: median(&mut a_us),
-                free_us: median(&mut f_us),
-                samples,
-            });
+            out.push(Latency { bytes, alloc_us: median(&mut a_us), free_us: median(&mut f_us), samples });
         }
     }
     Ok(out)
 }
 
-
 /// Fills `fill` of the free memory with blocks, frees every other one, and measures the largest
 /// allocation against the free total: with raw driver allocations the freed holes are separate.
-pub fn fragmentation<D: Device>(
-    dev: &mut D,
-    block: u64,
-    fill: f64,
-    granularity: u64,
-) -> Result<Fragmentation, DeviceError> {
+pub fn fragmentation<D: Device>(dev: &mut D, block: u64, fill: f64, granularity: u64) -> Result<Fragmentation, DeviceError> {
     let target = (dev.free_bytes()? as f64 * fill) as u64;
     let mut held = Held::new(dev);
     while held.held_bytes() + block <= target && held.alloc(block)? {}
@@ -258,14 +239,8 @@ pub fn fragmentation<D: Device>(
     let free = held.device().free_bytes()?;
     let largest = largest_allocation(held.device(), granularity)?;
     held.release()?;
-    Ok(Fragmentation {
-        block_bytes: block,
-        blocks: blocks as u64,
-        free_bytes: free,
-        largest_bytes: largest,
-    })
+    Ok(Fragmentation { block_bytes: block, blocks: blocks as u64, free_bytes: free, largest_bytes: largest })
 }
-
 
 /// Stream-ordered allocation from the default pool: for each size, a cold request (the pool grows,
 /// then is trimmed back) and a warm one (the block just freed is reused). The pool is emptied and
@@ -303,7 +278,6 @@ pub fn pool_latency<D: Device>(dev: &mut D, sizes: &[u64], reps: usize) -> Resul
     released?;
     Ok((threshold, out))
 }
-
 
 /// One full virtual-memory cycle per sample (create, reserve, map, set access, unmap, release),
 /// each step timed; sizes are rounded up to the granularity; every step is undone on every path.
@@ -386,11 +360,7 @@ mod tests {
         let usable = usable_capacity(&mut d, 512 * MIB, 2 * MIB).unwrap();
         assert_eq!(usable, 8 * GIB + 6 * MIB);
         assert_eq!(d.used_bytes(), 0);
-        assert_eq!(
-            d.alloc_calls,
-            d.free_calls + (d.alloc_calls - d.free_calls),
-            "sanity"
-        );
+        assert_eq!(d.alloc_calls, d.free_calls + (d.alloc_calls - d.free_calls), "sanity");
     }
 
     #[test]

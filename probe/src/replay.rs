@@ -103,7 +103,10 @@ fn sweep_cards(args: &ReplayArgs) -> Result<Vec<headroom_alloc::sweep::Card>, St
             let Some(g) = catalog.gpu.iter().find(|g| g.id == id) else {
                 let mut near: Vec<&str> = catalog.gpu.iter().map(|g| g.id.as_str()).filter(|g| g.contains(id.split('-').next().unwrap_or(id))).collect();
                 near.truncate(8);
-                return Err(format!("no GPU `{id}` in the catalog{}", if near.is_empty() { String::new() } else { format!(" (did you mean {}?)", near.join(", ")) }));
+                return Err(format!(
+                    "no GPU `{id}` in the catalog{}",
+                    if near.is_empty() { String::new() } else { format!(" (did you mean {}?)", near.join(", ")) }
+                ));
             };
             cards.push(Card { label: format!("{} ({} GB)", g.name, g.memory_gb), total: headroom_core::fit::gpu_bytes(g), taken });
         }
@@ -194,7 +197,15 @@ fn run_sweep(args: &ReplayArgs, t: &Trace, shown: &str) -> u8 {
     }
     for (card, first) in cards.iter().zip(&m.first_that_fits) {
         match first {
-            Some(i) => s.push_str(&format!("{}: {}\n", card.label, if *i == 0 && configs[0].name == "default" { "fits with the default settings".to_string() } else { format!("first configuration that fits: PYTORCH_CUDA_ALLOC_CONF={}", configs[*i].conf.source) })),
+            Some(i) => s.push_str(&format!(
+                "{}: {}\n",
+                card.label,
+                if *i == 0 && configs[0].name == "default" {
+                    "fits with the default settings".to_string()
+                } else {
+                    format!("first configuration that fits: PYTORCH_CUDA_ALLOC_CONF={}", configs[*i].conf.source)
+                }
+            )),
             None => s.push_str(&format!("{}: runs out of memory under every configuration tried\n", card.label)),
         }
     }
@@ -234,9 +245,7 @@ pub fn run(args: &ReplayArgs) -> u8 {
         }
     };
     let Some(total) = args.device_total.or(t.device_total) else {
-        eprintln!(
-            "probe replay: {shown} does not say how much memory the device has; give --device-total BYTES (e.g. --device-total 25769803776 for 24 GiB)"
-        );
+        eprintln!("probe replay: {shown} does not say how much memory the device has; give --device-total BYTES (e.g. --device-total 25769803776 for 24 GiB)");
         return EXIT_USAGE;
     };
     if total == 0 {
@@ -270,12 +279,7 @@ pub fn run(args: &ReplayArgs) -> u8 {
     if args.compare {
         let mut rows: Vec<(String, Result<Outcome, String>)> = Vec::new();
         if !args.conf.is_empty() && !COMPARE_CONFIGS.iter().any(|(_, c)| *c == args.conf) {
-            rows.push((
-                format!("{} (--conf)", args.conf),
-                config::parse(&args.conf)
-                    .map(|c| replay(&t, &opts_for(c)))
-                    .map_err(|e| e.to_string()),
-            ));
+            rows.push((format!("{} (--conf)", args.conf), config::parse(&args.conf).map(|c| replay(&t, &opts_for(c))).map_err(|e| e.to_string())));
         }
         for (name, conf) in COMPARE_CONFIGS {
             let c = config::parse(conf).expect("built-in configs parse");
@@ -313,10 +317,7 @@ pub fn run(args: &ReplayArgs) -> u8 {
     let conf = match config::parse(&args.conf) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!(
-                "probe replay: PYTORCH_CUDA_ALLOC_CONF={:?} is refused by PyTorch 2.11:\n{e}",
-                args.conf
-            );
+            eprintln!("probe replay: PYTORCH_CUDA_ALLOC_CONF={:?} is refused by PyTorch 2.11:\n{e}", args.conf);
             return EXIT_USAGE;
         }
     };
@@ -368,10 +369,7 @@ fn header(shown: &str, t: &Trace, total: u64, args: &ReplayArgs) -> String {
     };
     let mut s = format!("{shown}: {kind}, {} events", t.source_events);
     if t.initial > 0 {
-        s.push_str(&format!(
-            ", {} blocks alive before recording started (allocated first)",
-            t.initial
-        ));
+        s.push_str(&format!(", {} blocks alive before recording started (allocated first)", t.initial));
     }
     s.push('\n');
     if let Some(rc) = &t.recorded_conf
@@ -410,18 +408,12 @@ fn summary(o: &Outcome, conf: &config::AllocConf) -> String {
             Some(i) => format!("event {i}"),
             None => "an allocation of the state before recording started".to_string(),
         };
-        s.push_str(&format!(
-            "result: OUT OF MEMORY at {at} (a request of {} bytes)\n",
-            o.oom_size.unwrap_or(0)
-        ));
+        s.push_str(&format!("result: OUT OF MEMORY at {at} (a request of {} bytes)\n", o.oom_size.unwrap_or(0)));
         if let Some(m) = &o.oom_message {
             s.push_str(&format!("  torch.OutOfMemoryError: {m}\n"));
         }
     } else {
-        s.push_str(&format!(
-            "result: fits ({} events replayed)\n",
-            o.events_replayed
-        ));
+        s.push_str(&format!("result: fits ({} events replayed)\n", o.events_replayed));
     }
     s.push_str(&fallback_lines(o));
     s.push_str(&format!(
@@ -437,10 +429,7 @@ fn summary(o: &Outcome, conf: &config::AllocConf) -> String {
             o.num_device_alloc, o.num_device_free, o.num_alloc_retries, o.num_ooms
         ));
     }
-    if conf.garbage_collection_threshold > 0.0
-        && o.allowed_memory_maximum.is_none()
-        && o.backend == Backend::Native
-    {
+    if conf.garbage_collection_threshold > 0.0 && o.allowed_memory_maximum.is_none() && o.backend == Backend::Native {
         s.push_str("note: garbage_collection_threshold does nothing without a memory fraction below 1 (--memory-fraction)\n");
     }
     s
@@ -469,24 +458,12 @@ fn fallback_lines(o: &Outcome) -> String {
 
 fn compare_table(rows: &[(String, Result<Outcome, String>)], fraction_set: bool) -> String {
     let w = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(10).max(6);
-    let mut s = format!(
-        "{:<w$}  {:>14}  {:>14}  {:>12}  {:>7}  {:>9}\n",
-        "config", "peak reserved", "peak allocated", "OOM at", "retries", "fallbacks"
-    );
+    let mut s = format!("{:<w$}  {:>14}  {:>14}  {:>12}  {:>7}  {:>9}\n", "config", "peak reserved", "peak allocated", "OOM at", "retries", "fallbacks");
     for (name, r) in rows {
         match r {
             Ok(o) => {
-                let oom = if !o.oom {
-                    "-".to_string()
-                } else {
-                    o.oom_at
-                        .map_or("initial".to_string(), |v| format!("event {v}"))
-                };
-                let retries = if o.backend == Backend::Native {
-                    o.num_alloc_retries.to_string()
-                } else {
-                    "n/a".to_string()
-                };
+                let oom = if !o.oom { "-".to_string() } else { o.oom_at.map_or("initial".to_string(), |v| format!("event {v}")) };
+                let retries = if o.backend == Backend::Native { o.num_alloc_retries.to_string() } else { "n/a".to_string() };
                 s.push_str(&format!(
                     "{:<w$}  {:>14}  {:>14}  {:>12}  {:>7}  {:>9}\n",
                     name,

@@ -1,9 +1,6 @@
 //! The probe's report document (versioned; the ingest API validates against it).
 
-
 use std::fmt;
-
-
 
 /// Exit codes (documented in probe/README.md).
 pub const EXIT_IO: u8 = 1;
@@ -21,18 +18,34 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// The report document and its parts are headroom-core's (`headroom_core::report`): the probe
 /// writes exactly the types the ingest service reads.
-pub use headroom_core::report::{AllocCase, AllocCheck, Bandwidth, Device as ReportDevice, Memory, Pools, Report, Vmm, SCHEMA_VERSION};
+pub use headroom_core::report::{AllocCase, AllocCheck, Bandwidth, Device as ReportDevice, Memory, Pools, Report, SCHEMA_VERSION, Vmm};
 
 /// Why the probe could not measure; each has its own exit code (probe/README.md).
 #[derive(Debug)]
 pub enum ProbeError {
     NoDriver,
     NoGpu,
-    BadDevice { index: u32, count: u32 },
-    TooLittleMemory { index: u32, free: u64, need: u64 },
-    Mig { index: u32, name: String },
-    Busy { index: u32, detail: String },
-    Driver { call: &'static str, error: String },
+    BadDevice {
+        index: u32,
+        count: u32,
+    },
+    TooLittleMemory {
+        index: u32,
+        free: u64,
+        need: u64,
+    },
+    Mig {
+        index: u32,
+        name: String,
+    },
+    Busy {
+        index: u32,
+        detail: String,
+    },
+    Driver {
+        call: &'static str,
+        error: String,
+    },
     /// Ctrl-C: what the probe held has been freed.
     Interrupted,
 }
@@ -64,10 +77,9 @@ impl ProbeError {
 impl fmt::Display for ProbeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ProbeError::NoDriver => write!(
-                f,
-                "no NVIDIA driver found: the CUDA driver library (libcuda) could not be loaded, so there is no GPU to measure on this machine"
-            ),
+            ProbeError::NoDriver => {
+                write!(f, "no NVIDIA driver found: the CUDA driver library (libcuda) could not be loaded, so there is no GPU to measure on this machine")
+            }
             ProbeError::NoGpu => write!(f, "the NVIDIA driver is installed but reports no CUDA-capable GPU"),
             ProbeError::BadDevice { index, count } => write!(
                 f,
@@ -111,13 +123,19 @@ pub fn table(report: &Report) -> String {
             ("Driver supports CUDA".into(), d.driver_cuda_version.clone()),
             ("PCI bus".into(), d.pci_bus_id.clone()),
             ("Total memory".into(), gib(m.total_bytes)),
-            ("Free (with this context)".into(), format!("{}  (context and other processes: {})", gib(m.free_bytes_with_context), gib(m.total_bytes - m.free_bytes_with_context))),
+            (
+                "Free (with this context)".into(),
+                format!("{}  (context and other processes: {})", gib(m.free_bytes_with_context), gib(m.total_bytes - m.free_bytes_with_context)),
+            ),
             ("One more CUDA context costs".into(), format!("{} MiB", m.context_bytes >> 20)),
             ("Usable by one process".into(), gib(m.usable_bytes)),
             ("Largest single allocation".into(), gib(m.largest_allocation_bytes)),
         ];
         for l in &report.latency {
-            rows.push((format!("cuMemAlloc / cuMemFree {} MiB", l.bytes >> 20), format!("{:.1} µs / {:.1} µs (median of {})", l.alloc_us, l.free_us, l.samples)));
+            rows.push((
+                format!("cuMemAlloc / cuMemFree {} MiB", l.bytes >> 20),
+                format!("{:.1} µs / {:.1} µs (median of {})", l.alloc_us, l.free_us, l.samples),
+            ));
         }
         for p in &report.pools.alloc_async {
             rows.push((
@@ -125,7 +143,10 @@ pub fn table(report: &Report) -> String {
                 format!("{:.1} µs new, {:.1} µs from the pool, free {:.1} µs", p.first_us, p.reuse_us, p.free_us),
             ));
         }
-        rows.push(("VMM granularity".into(), format!("{} KiB (recommended {} KiB)", report.vmm.granularity_bytes >> 10, report.vmm.recommended_granularity_bytes >> 10)));
+        rows.push((
+            "VMM granularity".into(),
+            format!("{} KiB (recommended {} KiB)", report.vmm.granularity_bytes >> 10, report.vmm.recommended_granularity_bytes >> 10),
+        ));
         for v in &report.vmm.map {
             rows.push((
                 format!("cuMemCreate+Map {} MiB", v.bytes >> 20),

@@ -3,7 +3,7 @@
 //! the same file with the same code.
 
 #[allow(unused_imports)]
-pub use headroom_core::report::{validate, validate_report, REPORT_SCHEMA};
+pub use headroom_core::report::{REPORT_SCHEMA, validate, validate_report};
 
 #[cfg(test)]
 mod tests {

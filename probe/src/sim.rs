@@ -152,14 +152,7 @@ impl Device for SimDevice {
         Ok(300 * MIB)
     }
     fn bandwidth(&mut self, bytes: u64, _reps: usize) -> Result<Bandwidth, DeviceError> {
-        Ok(Bandwidth {
-            bytes,
-            h2d_pinned_gbs: 24.0,
-            d2h_pinned_gbs: 25.0,
-            h2d_pageable_gbs: 11.0,
-            d2h_pageable_gbs: 9.0,
-            d2d_gbs: 300.0,
-        })
+        Ok(Bandwidth { bytes, h2d_pinned_gbs: 24.0, d2h_pinned_gbs: 25.0, h2d_pageable_gbs: 11.0, d2h_pageable_gbs: 9.0, d2d_gbs: 300.0 })
     }
     fn free_bytes(&mut self) -> Result<u64, DeviceError> {
         Ok(self.capacity - self.used.iter().map(|(_, l)| l).sum::<u64>())

@@ -12,10 +12,7 @@ const ENDPOINT: &str = "/api/v1/submissions";
 /// Accepts a server's base URL (`http://host:port`) or the full endpoint.
 pub fn endpoint(url: &str) -> Result<String, String> {
     let url = url.trim();
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"))
-        .ok_or_else(|| format!("`{url}` is not an http:// or https:// URL"))?;
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).ok_or_else(|| format!("`{url}` is not an http:// or https:// URL"))?;
     let host = rest.split('/').next().unwrap_or("");
     if host.is_empty() {
         return Err(format!("`{url}` has no host"));
@@ -57,29 +54,32 @@ pub fn consent(documents: &[String], url: &str, yes: bool) -> Result<bool, Strin
 #[derive(Debug, PartialEq)]
 pub enum Outcome {
     /// 201 (new) or 200 (already there).
-    Stored { id: String, status: String, new: bool },
+    Stored {
+        id: String,
+        status: String,
+        new: bool,
+    },
     /// 4xx other than 429: the server said why.
-    Rejected { http: u16, code: String, message: String },
-    RateLimited { retry_after: Option<u64> },
+    Rejected {
+        http: u16,
+        code: String,
+        message: String,
+    },
+    RateLimited {
+        retry_after: Option<u64>,
+    },
     /// No answer, or a server error: worth trying again later.
     Failed(String),
 }
 
 pub fn post(url: &str, body: &str) -> Outcome {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(std::time::Duration::from_secs(30)))
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let resp = match agent
-        .post(url)
-        .header("Content-Type", "application/json")
-        .header("User-Agent", concat!("headroom-probe/", env!("CARGO_PKG_VERSION")))
-        .send(body)
-    {
-        Ok(r) => r,
-        Err(e) => return Outcome::Failed(e.to_string()),
-    };
+    let agent: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(30))).http_status_as_error(false).build().into();
+    let resp =
+        match agent.post(url).header("Content-Type", "application/json").header("User-Agent", concat!("headroom-probe/", env!("CARGO_PKG_VERSION"))).send(body)
+        {
+            Ok(r) => r,
+            Err(e) => return Outcome::Failed(e.to_string()),
+        };
     let http = resp.status().as_u16();
     let retry_after = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
     let text = resp.into_body().read_to_string().unwrap_or_default();
@@ -109,7 +109,9 @@ pub fn site_of(endpoint: &str) -> &str {
 pub fn server_too_old(http: u16, code: &str) -> Option<String> {
     match (http, code) {
         (404 | 405, _) => Some(format!("it does not take submissions (HTTP {http}): not a Headroom server, or one older than this probe")),
-        (_, "unsupported_schema_version") => Some(format!("the server is older than this probe: it does not accept report schema {}", headroom_core::report::SCHEMA_VERSION)),
+        (_, "unsupported_schema_version") => {
+            Some(format!("the server is older than this probe: it does not accept report schema {}", headroom_core::report::SCHEMA_VERSION))
+        }
         _ => None,
     }
 }

@@ -83,7 +83,7 @@ pub fn run<D: Device>(dev: &mut D, index: u32, install_id: &str, progress: &mut 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::{parse_specs, SimDevice};
+    use crate::sim::{SimDevice, parse_specs};
 
     const ID: &str = "0123456789abcdef0123456789abcdef";
 

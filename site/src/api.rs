@@ -8,7 +8,7 @@ use headroom_core::{Dataset, Lang};
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
-use crate::routes::{ui_url, Bundle};
+use crate::routes::{Bundle, ui_url};
 
 /// A file of the site as text (HTTP errors are errors).
 pub async fn fetch_text(url: &str) -> Result<String, String> {

@@ -7,6 +7,6 @@ fn main() {
         leptos::logging::error!("headroom panicked: {info}");
     }));
     use headroom_site::app::App;
-    use headroom_site::pages::{pages_body, Bundle};
+    use headroom_site::pages::{Bundle, pages_body};
     leptos::mount::mount_to_body(|| leptos::view! { <App bundle=Bundle::Pages body=pages_body /> });
 }

@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use headroom_core::modelfile::describe::{model_object, torch_dtype_format};
 use headroom_core::Dataset;
-use serde_json::{json, Value};
+use headroom_core::modelfile::describe::{model_object, torch_dtype_format};
+use serde_json::{Value, json};
 
 /// State values of `model` that name a Hugging Face repository: `hf:organization/name`.
 pub const HUB_PREFIX: &str = "hf:";
@@ -127,7 +127,8 @@ mod browser {
 
     /// A file read earlier that needs its config.json: its description with that config.
     pub async fn describe_with(facts: &Value, config: &str) -> Result<Value, String> {
-        let answer = modelfile_call("describeWith", &[JsValue::from_str(&facts.to_string()), JsValue::from_str(config), JsValue::from_str(&catalog().await?)]).await?;
+        let answer =
+            modelfile_call("describeWith", &[JsValue::from_str(&facts.to_string()), JsValue::from_str(config), JsValue::from_str(&catalog().await?)]).await?;
         match answer.get("error").and_then(Value::as_str) {
             Some(e) => Err(e.to_string()),
             None => Ok(answer["description"].clone()),
@@ -264,8 +265,14 @@ mod tests {
     #[test]
     fn manual_values_make_a_llama_layout_model() {
         let mut v: BTreeMap<String, String> = [
-            ("num_hidden_layers", "4"), ("hidden_size", "64"), ("intermediate_size", "160"), ("num_attention_heads", "4"),
-            ("num_key_value_heads", "2"), ("head_dim", "16"), ("vocab_size", "1000"), ("tie_word_embeddings", "false"),
+            ("num_hidden_layers", "4"),
+            ("hidden_size", "64"),
+            ("intermediate_size", "160"),
+            ("num_attention_heads", "4"),
+            ("num_key_value_heads", "2"),
+            ("head_dim", "16"),
+            ("vocab_size", "1000"),
+            ("tie_word_embeddings", "false"),
             ("max_position_embeddings", "2048"),
         ]
         .into_iter()

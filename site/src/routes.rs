@@ -61,8 +61,7 @@ impl Route {
     }
 
     /// The pages in the main navigation, in order.
-    pub const NAV: [Route; 8] =
-        [Route::Home, Route::Calculator, Route::Claims, Route::Gpus, Route::Guides, Route::Allocator, Route::Probe, Route::About];
+    pub const NAV: [Route; 8] = [Route::Home, Route::Calculator, Route::Claims, Route::Gpus, Route::Guides, Route::Allocator, Route::Probe, Route::About];
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use headroom_core::fit::TermId;
 use headroom_core::{Claim, Dataset, Lang, SourceKind, Topic, Verdict};
-use headroom_i18n::{fmt, k, t, Key};
+use headroom_i18n::{Key, fmt, k, t};
 use leptos::prelude::*;
 use std::sync::Arc;
 
@@ -109,12 +109,7 @@ pub fn breakable(text: &str) -> AnyView {
         return pieces.pop().unwrap_or_default().into_any();
     }
     let last = pieces.len() - 1;
-    pieces
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| if i < last { view! { {p}<wbr /> }.into_any() } else { p.into_any() })
-        .collect_view()
-        .into_any()
+    pieces.into_iter().enumerate().map(|(i, p)| if i < last { view! { {p}<wbr /> }.into_any() } else { p.into_any() }).collect_view().into_any()
 }
 
 /// A claim's title as it must read on its own (page titles, headings, link previews): what was
@@ -207,8 +202,7 @@ pub fn Layout(lang: Lang, route: Route, title: String, #[prop(optional)] ds: Opt
     let nav = Route::NAV
         .iter()
         .map(|r| {
-            let active = std::mem::discriminant(r) == std::mem::discriminant(&current)
-                || (matches!(r, Route::Claims) && matches!(current, Route::Claim(_)));
+            let active = std::mem::discriminant(r) == std::mem::discriminant(&current) || (matches!(r, Route::Claims) && matches!(current, Route::Claim(_)));
             view! {
                 <li><a href=r.path(lang) aria-current=active.then_some("page")>{t(lang, nav_key(r))}</a></li>
             }

@@ -12,14 +12,14 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 struct Args {
     n: usize,
@@ -89,11 +89,8 @@ fn report(base: &Value, i: usize) -> Bytes {
 /// Starts the release `dataset serve` on a free port with a fresh database; returns its URL.
 fn start_server(tmp: &std::path::Path, concurrency: usize) -> (String, std::process::Child) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(repo_root())
-        .args(["build", "--quiet", "--release", "-p", "dataset", "--bin", "dataset"])
-        .status()
-        .expect("cargo runs");
+    let status =
+        Command::new(cargo).current_dir(repo_root()).args(["build", "--quiet", "--release", "-p", "dataset", "--bin", "dataset"]).status().expect("cargo runs");
     assert!(status.success(), "building dataset (release) failed");
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target"));
     let site = tmp.join("site");
@@ -116,11 +113,7 @@ fn start_server(tmp: &std::path::Path, concurrency: usize) -> (String, std::proc
     (url, child)
 }
 
-async fn connection(
-    addr: String,
-    bodies: Arc<Vec<Bytes>>,
-    next: Arc<AtomicUsize>,
-) -> Result<(Vec<Duration>, Vec<u16>), String> {
+async fn connection(addr: String, bodies: Arc<Vec<Bytes>>, next: Arc<AtomicUsize>) -> Result<(Vec<Duration>, Vec<u16>), String> {
     let stream = tokio::net::TcpStream::connect(&addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
@@ -183,8 +176,7 @@ fn main() {
     let results = rt.block_on(async {
         let bodies = Arc::new(bodies);
         let next = Arc::new(AtomicUsize::new(0));
-        let tasks: Vec<_> =
-            (0..a.concurrency).map(|_| tokio::spawn(connection(addr.clone(), bodies.clone(), next.clone()))).collect();
+        let tasks: Vec<_> = (0..a.concurrency).map(|_| tokio::spawn(connection(addr.clone(), bodies.clone(), next.clone()))).collect();
         let mut out = Vec::new();
         for t in tasks {
             out.push(t.await.expect("client task"));
@@ -204,7 +196,13 @@ fn main() {
     let created = statuses.iter().filter(|s| **s == 201).count();
     let stored = health(&addr) - before;
 
-    println!("ingest load benchmark: {} submissions ({} bytes each{}), {} connections, server {url}", a.n, body_bytes, if a.duplicates { ", all the same report" } else { ", all distinct" }, a.concurrency);
+    println!(
+        "ingest load benchmark: {} submissions ({} bytes each{}), {} connections, server {url}",
+        a.n,
+        body_bytes,
+        if a.duplicates { ", all the same report" } else { ", all distinct" },
+        a.concurrency
+    );
     println!("  elapsed      {:.2} s", elapsed.as_secs_f64());
     println!("  throughput   {:.0} submissions/s", a.n as f64 / elapsed.as_secs_f64());
     println!("  latency      p50 {:.2} ms   p90 {:.2} ms   p99 {:.2} ms   max {:.2} ms", pct(0.50), pct(0.90), pct(0.99), pct(1.0));

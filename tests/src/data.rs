@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use headroom_core::load::{load, Loaded};
+use headroom_core::load::{Loaded, load};
 
 /// Every file under dataset/data (relative paths with '/').
 pub fn data_files() -> Vec<(String, String)> {
@@ -39,11 +39,7 @@ pub fn assert_derivation(id: &str) {
         let got = headroom_core::derive::evaluate(compute, &ds).unwrap_or_else(|e| panic!("{id}: {compute}: {e}"));
         let expect = s.expect.expect("expect");
         let tol = s.tolerance.unwrap_or(headroom_core::check::DERIVATION_TOLERANCE);
-        assert!(
-            headroom_core::derive::close(got, expect, tol),
-            "{id}: {compute} = {got} {}, expected {expect} (±{tol})",
-            s.unit.as_deref().unwrap_or("")
-        );
+        assert!(headroom_core::derive::close(got, expect, tol), "{id}: {compute} = {got} {}, expected {expect} (±{tol})", s.unit.as_deref().unwrap_or(""));
         assert_eq!(headroom_core::check::derivation_problem(claim, s, &ds), None, "{id}");
     }
 }

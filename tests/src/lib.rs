@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
@@ -23,11 +23,7 @@ pub fn bin(package: &str, name: &str) -> PathBuf {
     let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
     if !built.iter().any(|b| b == name) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(repo_root())
-            .args(["build", "--quiet", "-p", package, "--bin", name])
-            .status()
-            .expect("cargo runs");
+        let status = Command::new(cargo).current_dir(repo_root()).args(["build", "--quiet", "-p", package, "--bin", name]).status().expect("cargo runs");
         assert!(status.success(), "building {name} failed");
         built.push(name.to_string());
     }
@@ -38,11 +34,7 @@ pub fn bin(package: &str, name: &str) -> PathBuf {
 /// The built site (`cargo xtask dist`); `cargo xtask test` sets HEADROOM_SITE.
 pub fn site_dir() -> PathBuf {
     let dir = std::env::var_os("HEADROOM_SITE").map(PathBuf::from).unwrap_or_else(|| repo_root().join("site/dist"));
-    assert!(
-        dir.join("index.html").is_file(),
-        "no built site at {}: run `cargo xtask dist` first (or `cargo xtask test`, which does)",
-        dir.display()
-    );
+    assert!(dir.join("index.html").is_file(), "no built site at {}: run `cargo xtask dist` first (or `cargo xtask test`, which does)", dir.display());
     dir
 }
 
@@ -148,10 +140,9 @@ impl TestDb {
                 conn.busy_timeout(Duration::from_secs(5)).unwrap();
                 conn.execute("UPDATE submissions SET received_at = ?1 WHERE id = ?2", rusqlite::params![at, id]).unwrap() as u64
             }
-            TestDb::Postgres { url, .. } => postgres::Client::connect(url, postgres::NoTls)
-                .unwrap()
-                .execute("UPDATE submissions SET received_at = $1 WHERE id = $2", &[&at, &id])
-                .unwrap(),
+            TestDb::Postgres { url, .. } => {
+                postgres::Client::connect(url, postgres::NoTls).unwrap().execute("UPDATE submissions SET received_at = $1 WHERE id = $2", &[&at, &id]).unwrap()
+            }
         };
         assert_eq!(changed, 1, "no submission {id}");
     }
@@ -211,12 +202,7 @@ impl Server {
 
 /// An HTTP client that hands back every status (4xx/5xx included) with its body.
 pub fn http() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build(),
-    )
+    ureq::Agent::new_with_config(ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(60))).build())
 }
 
 /// GET: (status, content-type, body).
@@ -362,21 +348,14 @@ impl Browser {
         let v = Self::call(&self.base, "POST", &format!("/session/{}/se/log", self.session), Some(json!({"type": "browser"})));
         v["value"]
             .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter(|e| e["level"] == "SEVERE")
-                    .map(|e| e["message"].as_str().unwrap_or("").to_string())
-                    .collect()
-            })
+            .map(|a| a.iter().filter(|e| e["level"] == "SEVERE").map(|e| e["message"].as_str().unwrap_or("").to_string()).collect())
             .unwrap_or_default()
     }
 
     /// Sends keys to the focused element (WebDriver key codes, e.g. "\u{E004}" for Tab).
     pub fn keys(&self, keys: &str) {
-        let actions: Vec<Value> = keys
-            .chars()
-            .flat_map(|c| [json!({"type": "keyDown", "value": c.to_string()}), json!({"type": "keyUp", "value": c.to_string()})])
-            .collect();
+        let actions: Vec<Value> =
+            keys.chars().flat_map(|c| [json!({"type": "keyDown", "value": c.to_string()}), json!({"type": "keyUp", "value": c.to_string()})]).collect();
         self.cmd("POST", "/actions", Some(json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]})));
     }
 

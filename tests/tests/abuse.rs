@@ -15,8 +15,8 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use headroom_e2e::{repo_root, Server, TempDir};
-use serde_json::{json, Value};
+use headroom_e2e::{Server, TempDir, repo_root};
+use serde_json::{Value, json};
 
 struct Ingest {
     url: String,
@@ -47,9 +47,7 @@ struct Answer {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(20))).build(),
-    )
+    ureq::Agent::new_with_config(ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(20))).build())
 }
 
 fn answer(resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Answer {
@@ -236,10 +234,7 @@ fn post_via(server: &Ingest, from: IpAddr, forwarded_for: &str, body: &[u8]) -> 
 fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_limit() {
     let tmp = TempDir::new("abuse-proxy");
     // The proxy is 127.0.0.1; one submission a minute per client.
-    let server = Ingest::start(
-        &tmp.path().join("db.sqlite3"),
-        &["--rate-limit", "1", "--rate-burst", "1", "--trusted-proxy", "127.0.0.1"],
-    );
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "1", "--rate-burst", "1", "--trusted-proxy", "127.0.0.1"]);
     let proxy: IpAddr = "127.0.0.1".parse().unwrap();
     let body = |n| serde_json::to_vec(&report(3, n)).unwrap();
     // One abuser behind the proxy uses up its own allowance...

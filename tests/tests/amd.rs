@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use headroom_core::fit::{fit_on, parse_input, Card};
+use headroom_core::fit::{Card, fit_on, parse_input};
 use headroom_core::{SourceKind, Vendor};
 use headroom_e2e::data::loaded;
 use serde_json::json;
@@ -38,9 +38,7 @@ fn amd_entries_rest_on_amds_rocm_tables() {
 fn each_vendor_keeps_its_own_fields() {
     let loaded = loaded();
     let file_of = BTreeMap::new();
-    let problems = |ds: &headroom_core::Dataset| -> Vec<String> {
-        headroom_core::check::check(ds, &file_of).into_iter().map(|p| p.to_string()).collect()
-    };
+    let problems = |ds: &headroom_core::Dataset| -> Vec<String> { headroom_core::check::check(ds, &file_of).into_iter().map(|p| p.to_string()).collect() };
     let base = problems(&loaded.dataset).len();
     let mut ds = loaded.dataset.clone();
     let i = ds.gpus.iter().position(|g| g.id == "rx-7900-xtx").unwrap();
@@ -60,7 +58,8 @@ fn each_vendor_keeps_its_own_fields() {
 #[test]
 fn a_rocm_card_gets_its_budget_and_says_what_was_measured_where() {
     let ds = &loaded().dataset;
-    let w = &parse_input(&json!({"kind": "llm-inference", "model": "llama-3.1-8b", "weights": "Q4_K_M", "context": 16384, "engine": "llama.cpp"}).to_string()).unwrap()[0];
+    let w = &parse_input(&json!({"kind": "llm-inference", "model": "llama-3.1-8b", "weights": "Q4_K_M", "context": 16384, "engine": "llama.cpp"}).to_string())
+        .unwrap()[0];
     let f = fit_on(ds, w, &Card::parse(ds, "rx-7900-xtx", 0.0).unwrap()).unwrap();
     let v = f.verdict.as_ref().unwrap();
     assert_eq!(v.budget_bytes, (24.0 * GIB) as u64);

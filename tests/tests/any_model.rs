@@ -11,9 +11,7 @@ use headroom_e2e::data::loaded;
 use serde_json::{Value, json};
 
 fn workload(w: Value) -> Workload {
-    parse_input(&w.to_string())
-        .unwrap_or_else(|e| panic!("{w}: {e}"))
-        .remove(0)
+    parse_input(&w.to_string()).unwrap_or_else(|e| panic!("{w}: {e}")).remove(0)
 }
 
 /// Fits a workload and checks that every term and lever cites claims the dataset holds.
@@ -23,22 +21,14 @@ fn run(w: Value) -> Fit {
     for t in &f.breakdown {
         assert!(!t.claims.is_empty(), "term {} cites no claim", t.term);
         for c in &t.claims {
-            assert!(
-                ds.claim(c).is_some(),
-                "term {} cites unknown claim {c}",
-                t.term
-            );
+            assert!(ds.claim(c).is_some(), "term {} cites unknown claim {c}", t.term);
         }
     }
     f
 }
 
 fn term(f: &Fit, name: &str) -> u64 {
-    f.breakdown
-        .iter()
-        .find(|t| t.term == name)
-        .map(|t| t.bytes)
-        .unwrap_or(0)
+    f.breakdown.iter().find(|t| t.term == name).map(|t| t.bytes).unwrap_or(0)
 }
 
 /// Llama 3.1 8B's config.json values (the catalog entry's quoted passage) as a config object.
@@ -63,10 +53,7 @@ fn a_config_of_a_catalog_model_gives_the_catalog_answer() {
         let (a, b) = (run(by_id), run(by_config));
         assert_eq!(a.breakdown, b.breakdown, "{engine}");
         let arch = b.architecture.unwrap();
-        assert_eq!(
-            arch.params, m.params,
-            "the architecture count is the published count"
-        );
+        assert_eq!(arch.params, m.params, "the architecture count is the published count");
         assert_eq!(arch.origin.source, "hf_config");
         assert_eq!(arch.origin.model_type.as_deref(), Some("llama"));
         assert_eq!(a.architecture.unwrap().origin.source, "catalog");
@@ -80,15 +67,8 @@ fn a_config_of_a_catalog_model_gives_the_catalog_answer() {
 #[test]
 fn sliding_window_layers_follow_the_config_not_the_name() {
     let kv = |cfg: &Value, engine: &str| {
-        let f = run(
-            json!({"kind": "llm-inference", "model": {"hf_config": cfg}, "weights": "Q8_0", "context": 32768, "engine": engine}),
-        );
-        let t = f
-            .breakdown
-            .iter()
-            .find(|t| t.term == "kv-cache")
-            .unwrap()
-            .clone();
+        let f = run(json!({"kind": "llm-inference", "model": {"hf_config": cfg}, "weights": "Q8_0", "context": 32768, "engine": engine}));
+        let t = f.breakdown.iter().find(|t| t.term == "kv-cache").unwrap().clone();
         (t.bytes, t.claims, f.architecture.unwrap())
     };
     // A Mistral-layout config with and without a window: vLLM keeps only the window on every
@@ -100,23 +80,13 @@ fn sliding_window_layers_follow_the_config_not_the_name() {
     windowed["sliding_window"] = json!(4096);
     let (full, _, _) = kv(&mistral, "vllm");
     let (slid, claims, arch) = kv(&windowed, "vllm");
-    assert_eq!(
-        slid * 8,
-        full,
-        "a 4096-token window of a 32768-token context"
-    );
+    assert_eq!(slid * 8, full, "a 4096-token window of a 32768-token context");
     assert!(claims.contains(&"fit-vllm-sliding-window-cache".to_string()));
-    assert_eq!(
-        (arch.sliding_window, arch.sliding_layers),
-        (Some(4096), Some(32))
-    );
+    assert_eq!((arch.sliding_window, arch.sliding_layers), (Some(4096), Some(32)));
     for engine in ["llama.cpp", "transformers"] {
         let (b, claims, _) = kv(&windowed, engine);
         assert_eq!(b, full, "{engine}");
-        assert!(
-            claims.iter().any(|c| c.ends_with("sliding-window-cache")),
-            "{engine}: {claims:?}"
-        );
+        assert!(claims.iter().any(|c| c.ends_with("sliding-window-cache")), "{engine}: {claims:?}");
     }
     // Gemma 2's layout (even layers slide): llama.cpp keeps window + one micro-batch on half the layers.
     let mut gemma2 = windowed.clone();
@@ -132,41 +102,22 @@ fn sliding_window_layers_follow_the_config_not_the_name() {
 fn unknown_model_types_and_bad_fields_get_clear_errors() {
     let ds = &loaded().dataset;
     let err = |w: Value| fit(ds, &workload(w)).map(|_| ()).unwrap_err();
-    let e = err(
-        json!({"kind": "llm-inference", "model": {"hf_config": {"model_type": "rwkv", "hidden_size": 2048}}, "context": 1024}),
-    );
-    assert!(
-        e.contains("`rwkv`")
-            && e.contains("num_key_value_heads")
-            && e.contains("max_position_embeddings"),
-        "{e}"
-    );
-    let e = parse_input(
-        &json!({"kind": "llm-inference", "model": {"config": {}}, "context": 1}).to_string(),
-    )
-    .unwrap_err();
+    let e = err(json!({"kind": "llm-inference", "model": {"hf_config": {"model_type": "rwkv", "hidden_size": 2048}}, "context": 1024}));
+    assert!(e.contains("`rwkv`") && e.contains("num_key_value_heads") && e.contains("max_position_embeddings"), "{e}");
+    let e = parse_input(&json!({"kind": "llm-inference", "model": {"config": {}}, "context": 1}).to_string()).unwrap_err();
     assert!(e.contains("hf_config"), "{e}");
-    let e = parse_input(&json!({"kind": "llm-inference", "model": 7, "context": 1}).to_string())
-        .unwrap_err();
+    let e = parse_input(&json!({"kind": "llm-inference", "model": 7, "context": 1}).to_string()).unwrap_err();
     assert!(e.contains("field `model`"), "{e}");
     let e = err(json!({"kind": "llm-inference", "model": "my-finetune", "context": 1}));
-    assert!(
-        e.contains("unknown LLM `my-finetune`") && e.contains("hf_config"),
-        "{e}"
-    );
+    assert!(e.contains("unknown LLM `my-finetune`") && e.contains("hf_config"), "{e}");
     let e = parse_input(&json!({"kind": "training", "model": "llama-3.2-1b", "seq": 8, "method": "lora", "lora_targets": ["qkv"]}).to_string()).unwrap_err();
-    assert!(
-        e.contains("unknown module `qkv`") && e.contains("q_proj"),
-        "{e}"
-    );
+    assert!(e.contains("unknown module `qkv`") && e.contains("q_proj"), "{e}");
 }
 
 #[test]
 fn lora_targets_change_the_trainable_parameters() {
     let t = |targets: Value| {
-        run(
-            json!({"kind": "training", "model": "llama-3.1-8b", "method": "lora", "seq": 2048, "gradient_checkpointing": true, "lora_targets": targets}),
-        )
+        run(json!({"kind": "training", "model": "llama-3.1-8b", "method": "lora", "seq": 2048, "gradient_checkpointing": true, "lora_targets": targets}))
     };
     let all = t(json!("all-linear"));
     let attention = t(json!("attention"));
@@ -176,11 +127,7 @@ fn lora_targets_change_the_trainable_parameters() {
     let per_layer_qv = 16 * ((4096 + 4096) + (4096 + 1024));
     assert_eq!(opt(&qv), 32 * per_layer_qv * 8);
     assert!(opt(&all) > opt(&attention) && opt(&attention) > opt(&qv));
-    assert_eq!(
-        t(json!(["v_proj", "q_proj", "q_proj"])).breakdown,
-        qv.breakdown,
-        "order and repeats do not matter"
-    );
+    assert_eq!(t(json!(["v_proj", "q_proj", "q_proj"])).breakdown, qv.breakdown, "order and repeats do not matter");
 }
 
 /// Every answer fits and one step more does not (unless the model's own limit stopped it).
@@ -188,11 +135,7 @@ fn lora_targets_change_the_trainable_parameters() {
 fn answers_are_the_largest_values_that_fit() {
     let ds = &loaded().dataset;
     let budget = (8.0 * GIB) as u64;
-    let peak = |w: Value| {
-        fit(ds, &workload(w))
-            .map(|f| f.peak_bytes)
-            .unwrap_or(u64::MAX)
-    };
+    let peak = |w: Value| fit(ds, &workload(w)).map(|f| f.peak_bytes).unwrap_or(u64::MAX);
     let llm = json!({"kind": "llm-inference", "model": "qwen3-8b", "weights": "Q4_K_M", "kv_cache": "q8_0", "context": 8192, "engine": "ollama"});
     let a = answers(ds, &workload(llm.clone()), budget).unwrap();
     let ctx = a.max_context.unwrap();
@@ -241,12 +184,10 @@ fn answers_are_the_largest_values_that_fit() {
     over["frames"] = json!(f.value + 4);
     assert!(peak(over) > (8.0 * GIB) as u64);
     let size = a.max_size.unwrap();
-    assert!(
-        size.width % 16 == 0 && size.height % 16 == 0 && size.width > size.height,
-        "{size:?}"
-    );
+    assert!(size.width % 16 == 0 && size.height % 16 == 0 && size.width > size.height, "{size:?}");
     // Nothing fits: no answers, not an error.
-    let a = answers(ds, &workload(json!({"kind": "llm-inference", "model": "llama-3.1-405b", "weights": "bf16", "context": 1024})), (8.0 * GIB) as u64).unwrap();
+    let a =
+        answers(ds, &workload(json!({"kind": "llm-inference", "model": "llama-3.1-405b", "weights": "bf16", "context": 1024})), (8.0 * GIB) as u64).unwrap();
     assert!(a.max_context.is_none() && a.max_batch.is_none() && a.best_weights.is_none());
 }
 
@@ -262,12 +203,7 @@ fn the_cli_answers_for_a_card() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(w.to_string().as_bytes())
-            .unwrap();
+        child.stdin.take().unwrap().write_all(w.to_string().as_bytes()).unwrap();
         child.wait_with_output().unwrap()
     };
     let o = out(&["--gpu", "rtx-3060-12gb", "--other-gib", "1.5"]);
@@ -319,14 +255,9 @@ fn model_files_give_exact_counts_and_bytes() {
         }
         let bytes = std::fs::read(&path).unwrap();
         let file = parse(&bytes).unwrap();
-        let ModelFile::Gguf(g) = &file else {
-            panic!("{}", path.display())
-        };
+        let ModelFile::Gguf(g) = &file else { panic!("{}", path.display()) };
         let d = describe(ds, &facts(&file), None);
-        let arch = d
-            .architecture
-            .as_ref()
-            .unwrap_or_else(|| panic!("{}: {:?}", path.display(), d.notes));
+        let arch = d.architecture.as_ref().unwrap_or_else(|| panic!("{}: {:?}", path.display(), d.notes));
         assert_eq!(arch.params, g.total_elements(), "{}", path.display());
         assert_eq!(d.weight_bytes, Some(g.total_tensor_bytes()));
         let format = d.weights_format.clone().unwrap();
@@ -337,12 +268,7 @@ fn model_files_give_exact_counts_and_bytes() {
         let ram = f.host.iter().find(|t| t.term == "weights").map_or(0.0, |t| t.bytes as f64);
         let tied = f.architecture.as_ref().unwrap().tied_embeddings;
         let total = term(&f, "weights") as f64 + if tied { 0.0 } else { ram };
-        assert!(
-            (total - g.total_tensor_bytes() as f64).abs() <= 2.0,
-            "{}: {total} vs {}",
-            path.display(),
-            g.total_tensor_bytes()
-        );
+        assert!((total - g.total_tensor_bytes() as f64).abs() <= 2.0, "{}: {total} vs {}", path.display(), g.total_tensor_bytes());
         // Another format than the file's falls back to the format's estimate.
         let mut other = w.clone();
         other["weights"] = json!(if format == "Q8_0" { "Q4_K_M" } else { "Q8_0" });
@@ -354,13 +280,7 @@ fn model_files_give_exact_counts_and_bytes() {
 
 #[test]
 fn the_cli_describes_model_files() {
-    let run_cli = |args: &[&str]| {
-        Command::new(bin("dataset", "dataset"))
-            .arg("model")
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let run_cli = |args: &[&str]| Command::new(bin("dataset", "dataset")).arg("model").args(args).output().unwrap();
     let dir = fixtures();
     let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
     let o = run_cli(&[&p("sharded/model.safetensors.index.json"), "--json"]);
@@ -369,60 +289,33 @@ fn the_cli_describes_model_files() {
     assert_eq!(v["format"], "safetensors-index");
     assert_eq!(v["weights_format"], "bf16");
     // The config beside the index gives the architecture; bf16 bytes are two per parameter.
-    assert_eq!(
-        v["weight_bytes"].as_u64().unwrap(),
-        2 * v["architecture"]["params"].as_u64().unwrap()
-    );
+    assert_eq!(v["weight_bytes"].as_u64().unwrap(), 2 * v["architecture"]["params"].as_u64().unwrap());
     let o = run_cli(&[&p("llama-bf16.safetensors")]);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success() && text.contains("config.json") && text.contains("give it too"),
-        "{text}"
-    );
-    let o = run_cli(&[
-        &p("llama-bf16.safetensors"),
-        "--config",
-        &p("llama-bf16.config.json"),
-    ]);
+    assert!(o.status.success() && text.contains("config.json") && text.contains("give it too"), "{text}");
+    let o = run_cli(&[&p("llama-bf16.safetensors"), "--config", &p("llama-bf16.config.json")]);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        text.contains("model_type llama") && text.contains("for dataset fit"),
-        "{text}"
-    );
+    assert!(text.contains("model_type llama") && text.contains("for dataset fit"), "{text}");
     let o = run_cli(&[&p("gemma3.gguf")]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("sliding window 512"), "{text}");
     // A diffusion checkpoint's header: recognised, with the workload fields to size it.
-    let flux = headroom_e2e::repo_root()
-        .join("dataset/core/tests/fixtures/diffusion/flux1-dev-Q4_K_S.gguf.header");
+    let flux = headroom_e2e::repo_root().join("dataset/core/tests/fixtures/diffusion/flux1-dev-Q4_K_S.gguf.header");
     let o = run_cli(&[&flux.to_string_lossy(), "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["diffusion"]["model"], "flux.1-dev");
     let w = v["diffusion_workload"].clone();
-    assert_eq!(
-        (w["precision"].as_str(), w["file"]["bytes"].as_u64()),
-        (Some("Q4_K_S"), Some(6925472000))
-    );
+    assert_eq!((w["precision"].as_str(), w["file"]["bytes"].as_u64()), (Some("Q4_K_S"), Some(6925472000)));
     let f = run(w);
-    assert_eq!(
-        term(&f, "weights"),
-        6925472000,
-        "the denoiser's bytes are the file's"
-    );
-    let o = run_cli(&[&headroom_e2e::repo_root()
-        .join("README.md")
-        .to_string_lossy()]);
+    assert_eq!(term(&f, "weights"), 6925472000, "the denoiser's bytes are the file's");
+    let o = run_cli(&[&headroom_e2e::repo_root().join("README.md").to_string_lossy()]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("not a model file"));
     // A GGUF cut inside its header is reported as truncated.
     let tmp = std::env::temp_dir().join(format!("headroom-cut-{}.gguf", std::process::id()));
     std::fs::write(&tmp, &std::fs::read(p("qwen3moe.gguf")).unwrap()[..200]).unwrap();
     let o = run_cli(&[&tmp.to_string_lossy()]);
     std::fs::remove_file(&tmp).ok();
-    assert!(
-        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("truncated"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("truncated"), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// The engine's parameter count of every config a reference run built equals what transformers
@@ -434,9 +327,7 @@ fn config_counts_equal_what_transformers_builds() {
     let ds = &loaded().dataset;
     let root = headroom_e2e::repo_root().join("dataset/measurements");
     let arch = |cfg: &Value| {
-        let f = run(
-            json!({"kind": "llm-inference", "model": {"hf_config": cfg}, "context": 16, "engine": "vllm"}),
-        );
+        let f = run(json!({"kind": "llm-inference", "model": {"hf_config": cfg}, "context": 16, "engine": "vllm"}));
         f.architecture.unwrap()
     };
     let score_bias = |cfg: &Value| -> u64 {
@@ -456,9 +347,7 @@ fn config_counts_equal_what_transformers_builds() {
             let Some(cfg) = r["workload"]["model"].get("hf_config") else {
                 continue;
             };
-            let measured = r["param_count"]
-                .as_u64()
-                .expect("hf_config runs record param_count");
+            let measured = r["param_count"].as_u64().expect("hf_config runs record param_count");
             assert_eq!(arch(cfg).params, measured + score_bias(cfg), "{}", r["id"]);
             checked += 1;
         }
@@ -471,15 +360,8 @@ fn config_counts_equal_what_transformers_builds() {
         ("Qwen__Qwen3-0.6B.json", 596_049_920),
         ("microsoft__Phi-4-mini-instruct.json", 3_836_021_760),
     ] {
-        let cfg: Value = serde_json::from_str(
-            &std::fs::read_to_string(root.join("harness/configs/llm").join(file)).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(
-            arch(&cfg).params,
-            transformers_count + score_bias(&cfg),
-            "{file}"
-        );
+        let cfg: Value = serde_json::from_str(&std::fs::read_to_string(root.join("harness/configs/llm").join(file)).unwrap()).unwrap();
+        assert_eq!(arch(&cfg).params, transformers_count + score_bias(&cfg), "{file}");
     }
 }
 
@@ -506,24 +388,10 @@ fn the_essential_config_is_the_same_model() {
 
 #[test]
 fn lora_on_attention_only_is_a_lever_without_checkpointing() {
-    let f = run(
-        json!({"kind": "training", "model": "llama-3.1-8b", "method": "lora", "seq": 2048, "batch": 2}),
-    );
-    let lever = f
-        .levers
-        .iter()
-        .find(|l| l.lever == "lora_targets: attention")
-        .expect("the lever is offered");
+    let f = run(json!({"kind": "training", "model": "llama-3.1-8b", "method": "lora", "seq": 2048, "batch": 2}));
+    let lever = f.levers.iter().find(|l| l.lever == "lora_targets: attention").expect("the lever is offered");
     assert_eq!(lever.workload["lora_targets"], "attention");
     assert!(lever.saving_bytes > 0 && lever.cost == headroom_core::fit::Cost::Capability);
-    let with_gc = run(
-        json!({"kind": "training", "model": "llama-3.1-8b", "method": "lora", "seq": 2048, "gradient_checkpointing": true}),
-    );
-    assert!(
-        with_gc
-            .levers
-            .iter()
-            .all(|l| l.lever != "lora_targets: attention"),
-        "with checkpointing the targets hardly matter"
-    );
+    let with_gc = run(json!({"kind": "training", "model": "llama-3.1-8b", "method": "lora", "seq": 2048, "gradient_checkpointing": true}));
+    assert!(with_gc.levers.iter().all(|l| l.lever != "lora_targets: attention"), "with checkpointing the targets hardly matter");
 }

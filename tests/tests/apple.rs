@@ -2,7 +2,7 @@
 //! share (the claims' two thirds up to 32 GB, three quarters above), what stays for the system is
 //! said, and each entry rests on a source.
 
-use headroom_core::fit::{fit, fit_on, gpu_bytes, gpu_limit_bytes, parse_input, Card};
+use headroom_core::fit::{Card, fit, fit_on, gpu_bytes, gpu_limit_bytes, parse_input};
 use headroom_core::{SourceKind, Vendor};
 use headroom_e2e::data::loaded;
 use serde_json::json;
@@ -22,7 +22,10 @@ fn macs_are_in_the_catalog_with_their_sources() {
         assert!(g.compute_capability.is_empty() && g.llvm_target.is_none());
     }
     // Apple's own tech-specs pages back the M3 Pro/Max and M4/M4 Pro entries.
-    let apple_pages = macs.iter().filter(|g| g.source.kind == SourceKind::VendorSpec && g.source.url.as_deref().unwrap_or("").starts_with("https://support.apple.com/")).count();
+    let apple_pages = macs
+        .iter()
+        .filter(|g| g.source.kind == SourceKind::VendorSpec && g.source.url.as_deref().unwrap_or("").starts_with("https://support.apple.com/"))
+        .count();
     assert!(apple_pages >= 8, "{apple_pages}");
 }
 
@@ -45,7 +48,8 @@ fn a_macs_budget_is_the_gpus_share_and_the_rest_stays_for_the_system() {
 
     // Qwen3 30B-A3B at Q4_K_M in llama.cpp (about 18 GiB): fits the 36 GiB share of 48 GB, not the
     // 16 GiB share of a 24 GB Mac; the note says how much stays for macOS.
-    let w = &parse_input(&json!({"kind": "llm-inference", "model": "qwen3-30b-a3b", "weights": "Q4_K_M", "context": 8192, "engine": "llama.cpp"}).to_string()).unwrap()[0];
+    let w = &parse_input(&json!({"kind": "llm-inference", "model": "qwen3-30b-a3b", "weights": "Q4_K_M", "context": 8192, "engine": "llama.cpp"}).to_string())
+        .unwrap()[0];
     let on48 = fit_on(ds, w, &card).unwrap();
     assert!(on48.verdict.as_ref().unwrap().fits, "{}", on48.peak_bytes as f64 / GIB);
     let note = on48.notes.iter().find(|n| n.id == "apple-card").expect("the unified-memory note");
@@ -71,7 +75,10 @@ fn a_plan_on_a_mac_keeps_the_gpu_and_the_system_ram_within_its_memory() {
     // Qwen3 32B at Q4_K_M does not fit a 16 GB Mac's GPU share; moving layers "to system RAM"
     // does not help there as it would on a PC: they stay in the same memory. The plan holds both.
     let ds = &loaded().dataset;
-    let w = &parse_input(&json!({"kind": "llm-inference", "model": "qwen3-32b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 8192, "engine": "llama.cpp"}).to_string()).unwrap()[0];
+    let w = &parse_input(
+        &json!({"kind": "llm-inference", "model": "qwen3-32b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 8192, "engine": "llama.cpp"}).to_string(),
+    )
+    .unwrap()[0];
     for mac in ["apple-m4-16gb", "apple-m3-pro-18gb", "apple-m4-pro-24gb"] {
         let card = Card::parse(ds, mac, 0.0).unwrap();
         let f = fit_on(ds, w, &card).unwrap();

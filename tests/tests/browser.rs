@@ -1,7 +1,7 @@
 //! The site in real headless Chromium, served by the real `dataset serve`.
 
 use headroom_core::{Dataset, Lang, Verdict};
-use headroom_e2e::{site_dir, Browser, Server, TempDir};
+use headroom_e2e::{Browser, Server, TempDir, site_dir};
 use headroom_i18n::{k, t};
 
 fn featured(ds: &Dataset) -> &headroom_core::Claim {

@@ -5,17 +5,23 @@
 //! language, for every catalog model with each engine, format and kind of workload, the presets,
 //! the reference runs' workloads (own models included) and a few cards.
 
-use headroom_core::fit::{fit_on, query, Card, Workload};
+use headroom_core::fit::{Card, Workload, fit_on, query};
 use headroom_core::{Dataset, Lang, Verdict};
 use headroom_e2e::data::loaded;
 use headroom_e2e::repo_root;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 fn workloads(ds: &Dataset) -> Vec<Value> {
     let mut out: Vec<Value> = query::presets().into_iter().map(|(_, w)| w).collect();
     for m in &ds.llms {
         let ctx = 8192.min(m.max_context);
-        for (engine, weights, kv) in [("transformers", "bf16", "bf16"), ("transformers", "nf4", "bf16"), ("vllm", "fp8", "fp8"), ("llama.cpp", "Q4_K_M", "q8_0"), ("ollama", "Q8_0", "bf16")] {
+        for (engine, weights, kv) in [
+            ("transformers", "bf16", "bf16"),
+            ("transformers", "nf4", "bf16"),
+            ("vllm", "fp8", "fp8"),
+            ("llama.cpp", "Q4_K_M", "q8_0"),
+            ("ollama", "Q8_0", "bf16"),
+        ] {
             out.push(json!({"kind": "llm-inference", "model": m.id, "engine": engine, "weights": weights, "kv_cache": kv, "context": ctx, "batch": 1}));
         }
         for method in ["full", "lora", "qlora"] {
@@ -79,7 +85,12 @@ fn the_engine_answers_the_same_on_the_calculators_data_in_every_language() {
             for t in b["breakdown"].as_array().into_iter().flatten() {
                 for id in t["claims"].as_array().unwrap() {
                     let c = calc.claim(id.as_str().unwrap()).unwrap();
-                    assert!(c.verdict == Verdict::Contradicted || !c.statement.get(lang).is_empty(), "{}: {id} is cited but has no statement in calc-{}.json", lang.code(), lang.code());
+                    assert!(
+                        c.verdict == Verdict::Contradicted || !c.statement.get(lang).is_empty(),
+                        "{}: {id} is cited but has no statement in calc-{}.json",
+                        lang.code(),
+                        lang.code()
+                    );
                 }
             }
         }

@@ -11,7 +11,7 @@
 //!   total is within about 11 % of what it needs); the cases that ran out are the ones listed below,
 //!   no more and no fewer.
 
-use headroom_core::fit::{fit, Workload};
+use headroom_core::fit::{Workload, fit};
 use headroom_e2e::data::loaded;
 use headroom_e2e::repo_root;
 use serde_json::Value;

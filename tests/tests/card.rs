@@ -3,9 +3,9 @@
 //! what they propose. Also the calculator's link completion.
 
 use headroom_core::fit::query::{complete, parse_query};
-use headroom_core::fit::{fit, fit_on, parse_input, Card, Fit, Workload};
+use headroom_core::fit::{Card, Fit, Workload, fit, fit_on, parse_input};
 use headroom_e2e::data::loaded;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 

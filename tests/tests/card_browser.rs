@@ -3,14 +3,14 @@
 //! against the fit engine (`fit_on`), with no English left in the card's answers on other
 //! languages.
 
-use headroom_core::fit::{fit_on, fit_on_cards, parse_input, Card, Fit};
 use headroom_core::Lang;
+use headroom_core::fit::{Card, Fit, fit_on, fit_on_cards, parse_input};
 use headroom_e2e::data::loaded;
-use headroom_e2e::{site_dir, Browser, Server, TempDir};
-use headroom_i18n::{fmt, k, t, Key};
+use headroom_e2e::{Browser, Server, TempDir, site_dir};
+use headroom_i18n::{Key, fmt, k, t};
 use headroom_site::fmt::gib;
 use headroom_site::routes::Route;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 fn wait_app(b: &Browser) {
     b.wait_js("return document.getElementById('prerendered') === null && !!document.querySelector('main h1')");
@@ -40,10 +40,26 @@ fn verdict_text(lang: Lang, f: &Fit) -> String {
 /// card picker) that must not show on a page in another language.
 fn english_fragments() -> Vec<String> {
     let keys: [Key; 20] = [
-        k::CALC_VERDICT_FITS, k::CALC_VERDICT_SHORT, k::CALC_BUDGET, k::CALC_PLAN, k::CALC_PLAN_APPLY, k::CALC_PLAN_RESULT,
-        k::CALC_CARD_PICK, k::CALC_OTHER, k::CALC_COMPARE, k::CALC_COMPARE_NONE, k::LEVER_WEIGHTS, k::LEVER_KV_CACHE,
-        k::LEVER_CONTEXT, k::LEVER_GPU_LAYERS, k::LEVER_PRECISION, k::LEVER_TEXT_ENCODER_KEPT, k::LEVER_OFFLOAD_MODEL,
-        k::LEVER_GRADIENT_CHECKPOINTING, k::LEVER_FITS, k::LEVER_SHORT,
+        k::CALC_VERDICT_FITS,
+        k::CALC_VERDICT_SHORT,
+        k::CALC_BUDGET,
+        k::CALC_PLAN,
+        k::CALC_PLAN_APPLY,
+        k::CALC_PLAN_RESULT,
+        k::CALC_CARD_PICK,
+        k::CALC_OTHER,
+        k::CALC_COMPARE,
+        k::CALC_COMPARE_NONE,
+        k::LEVER_WEIGHTS,
+        k::LEVER_KV_CACHE,
+        k::LEVER_CONTEXT,
+        k::LEVER_GPU_LAYERS,
+        k::LEVER_PRECISION,
+        k::LEVER_TEXT_ENCODER_KEPT,
+        k::LEVER_OFFLOAD_MODEL,
+        k::LEVER_GRADIENT_CHECKPOINTING,
+        k::LEVER_FITS,
+        k::LEVER_SHORT,
     ];
     let mut out = Vec::new();
     for key in keys {
@@ -413,7 +429,11 @@ fn system_ram_is_asked_when_it_matters_judged_and_planned_within() {
     let card = Card::parse(ds, "16", 0.0).unwrap().with_ram(Some(16.0)).unwrap();
     let f = fit_on(ds, &parse_input(&offload.to_string()).unwrap()[0], &card).unwrap();
     let r = f.verdict.as_ref().unwrap().ram.clone().unwrap();
-    let want = fmt(lang, k::CALC_RAM_SHORT, &[("ram", &gib(r.ram_bytes as f64, lang)), ("host", &gib(r.host_bytes as f64, lang)), ("size", &gib(-r.spare_bytes as f64, lang))]);
+    let want = fmt(
+        lang,
+        k::CALC_RAM_SHORT,
+        &[("ram", &gib(r.ram_bytes as f64, lang)), ("host", &gib(r.host_bytes as f64, lang)), ("size", &gib(-r.spare_bytes as f64, lang))],
+    );
     assert_eq!(b.text("#ram-verdict").unwrap(), want);
     assert!(b.current_url().contains("ram=16"), "{}", b.current_url());
     no_english(&b, lang);
@@ -446,7 +466,15 @@ fn a_mac_is_judged_by_the_gpus_share_of_its_memory() {
     wait_app(&b);
     b.wait_text("#verdict .verdict-line", |s| s == verdict_text(lang, &f));
     let note = f.notes.iter().find(|n| n.id == "apple-card").unwrap();
-    let want = fmt(lang, k::NOTE_APPLE_CARD, &[("card", &note.values["card"]), ("limit", &gib(note.values["limit"].parse().unwrap(), lang)), ("left", &gib(note.values["left"].parse().unwrap(), lang))]);
+    let want = fmt(
+        lang,
+        k::NOTE_APPLE_CARD,
+        &[
+            ("card", &note.values["card"]),
+            ("limit", &gib(note.values["limit"].parse().unwrap(), lang)),
+            ("left", &gib(note.values["left"].parse().unwrap(), lang)),
+        ],
+    );
     assert_eq!(b.text("li[data-note='apple-card']").unwrap(), want);
     no_english(&b, lang);
 }
@@ -479,7 +507,8 @@ fn two_cards_in_one_machine_get_a_bar_and_a_verdict_each() {
         assert_eq!(b.js("return document.querySelectorAll('#verdict-gpus li').length"), json!(2));
         for (i, g) in v.gpus.iter().enumerate() {
             let (key, size) = if g.fits { (k::CALC_GPU_FITS, g.spare_bytes) } else { (k::CALC_GPU_SHORT, -g.spare_bytes) };
-            let want = fmt(lang, key, &[("n", &i.to_string()), ("card", &g.card.name), ("peak", &gib(g.peak_bytes as f64, lang)), ("size", &gib(size as f64, lang))]);
+            let want =
+                fmt(lang, key, &[("n", &i.to_string()), ("card", &g.card.name), ("peak", &gib(g.peak_bytes as f64, lang)), ("size", &gib(size as f64, lang))]);
             let text = b.text(&format!("#verdict-gpus li[data-gpu='{i}']")).unwrap();
             assert!(text.starts_with(&want), "{text} / {want}");
         }
@@ -488,7 +517,10 @@ fn two_cards_in_one_machine_get_a_bar_and_a_verdict_each() {
         let both = format!("{} + {}", cards[0].name, cards[1].name);
         assert_eq!(b.text("#answers h2").unwrap(), fmt(lang, k::CALC_ANSWERS, &[("gpu", &both)]));
         let note = f.notes.iter().find(|n| n.id == "layer-split").unwrap();
-        assert_eq!(b.text("li[data-note='layer-split']").unwrap(), fmt(lang, k::NOTE_LAYER_SPLIT, &[("counts", &note.values["counts"]), ("output", &note.values["output"])]));
+        assert_eq!(
+            b.text("li[data-note='layer-split']").unwrap(),
+            fmt(lang, k::NOTE_LAYER_SPLIT, &[("counts", &note.values["counts"]), ("output", &note.values["output"])])
+        );
         assert_eq!(b.js("return document.documentElement.scrollWidth <= window.innerWidth + 1"), json!(true), "{lang:?}: the page scrolls sideways");
         if lang != Lang::En {
             no_english(&b, lang);
@@ -523,7 +555,9 @@ fn training_offload_is_offered_once_states_are_sharded_and_fills_system_ram() {
     wait_app(&b);
     b.wait_js("return !!document.getElementById('verdict')");
     assert_eq!(b.js("return !!document.getElementById('c-cpu_offload') || !!document.getElementById('host')"), json!(false));
-    let choose = |id: &str, v: &str| b.js(&format!("const s = document.getElementById('{id}'); s.value = '{v}'; s.dispatchEvent(new Event('change', {{bubbles: true}})); return 1"));
+    let choose = |id: &str, v: &str| {
+        b.js(&format!("const s = document.getElementById('{id}'); s.value = '{v}'; s.dispatchEvent(new Event('change', {{bubbles: true}})); return 1"))
+    };
     choose("c-zero", "2");
     b.wait_js("return !!document.getElementById('c-cpu_offload')");
     choose("c-cpu_offload", "optimizer");

@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use headroom_e2e::{bin, copy_tree, repo_root, TempDir};
+use headroom_e2e::{TempDir, bin, copy_tree, repo_root};
 
 fn dataset(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(bin("dataset", "dataset")).args(args).output().unwrap();
@@ -54,10 +54,7 @@ fn check_names_the_file_and_claim_that_breaks_a_verdict_rule() {
     });
     let (ok, _, stderr) = dataset(&["check", "--data", &data]);
     assert!(!ok);
-    assert!(
-        stderr.contains("claims/allocator.toml: claim `max-split-size-default-unlimited`: verified needs a primary source"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("claims/allocator.toml: claim `max-split-size-default-unlimited`: verified needs a primary source"), "{stderr}");
 }
 
 #[test]
@@ -85,9 +82,9 @@ fn probe_help_and_version() {
 
 fn driver_present() -> bool {
     // The same names the CUDA driver is published under on Linux.
-    ["libcuda.so.1", "libcuda.so"].iter().any(|name| {
-        Command::new("sh").arg("-c").arg(format!("ldconfig -p | grep -q '{name} '")).status().map(|s| s.success()).unwrap_or(false)
-    })
+    ["libcuda.so.1", "libcuda.so"]
+        .iter()
+        .any(|name| Command::new("sh").arg("-c").arg(format!("ldconfig -p | grep -q '{name} '")).status().map(|s| s.success()).unwrap_or(false))
 }
 
 #[test]

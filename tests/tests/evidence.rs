@@ -13,21 +13,12 @@ use serde_json::{Value, json};
 
 /// Tools a workload runs on, as claims name them.
 fn tools_of(w: &Value) -> Vec<&'static str> {
-    match (
-        w["kind"].as_str().unwrap(),
-        w["engine"].as_str().unwrap_or("transformers"),
-    ) {
+    match (w["kind"].as_str().unwrap(), w["engine"].as_str().unwrap_or("transformers")) {
         ("llm-inference", "vllm") => vec!["vllm", "pytorch"],
         ("llm-inference", "llama.cpp") => vec!["llama.cpp"],
         ("llm-inference", "ollama") => vec!["ollama", "llama.cpp"],
         ("llm-inference", _) => vec!["transformers", "pytorch"],
-        ("training", _) => vec![
-            "pytorch",
-            "transformers",
-            "peft",
-            "bitsandbytes",
-            "deepspeed",
-        ],
+        ("training", _) => vec!["pytorch", "transformers", "peft", "bitsandbytes", "deepspeed"],
         _ => vec!["diffusers", "comfyui", "pytorch", "wan2.1", "hunyuanvideo"],
     }
 }
@@ -37,38 +28,18 @@ fn claim_tools(c: &Claim) -> Vec<String> {
     if !c.tools.is_empty() {
         return c.tools.clone();
     }
-    let sw = c
-        .conditions
-        .get("software")
-        .map(|s| s.to_lowercase())
-        .unwrap_or_default();
-    [
-        "pytorch",
-        "transformers",
-        "diffusers",
-        "vllm",
-        "llama.cpp",
-        "ollama",
-        "comfyui",
-        "peft",
-    ]
-    .into_iter()
-    .filter(|t| sw.contains(t))
-    .map(String::from)
-    .collect()
+    let sw = c.conditions.get("software").map(|s| s.to_lowercase()).unwrap_or_default();
+    ["pytorch", "transformers", "diffusers", "vllm", "llama.cpp", "ollama", "comfyui", "peft"]
+        .into_iter()
+        .filter(|t| sw.contains(t))
+        .map(String::from)
+        .collect()
 }
 
 fn topic_ok(kind: &str, term: &str, topic: &str) -> bool {
     match term {
         "cuda-context" => ["diagnostics", "oom-message"].contains(&topic),
-        "allocator-headroom" => [
-            "allocator",
-            "llm-inference",
-            "training",
-            "diffusion",
-            "video",
-        ]
-        .contains(&topic),
+        "allocator-headroom" => ["allocator", "llm-inference", "training", "diffusion", "video"].contains(&topic),
         t if t.ends_with("weights") => true,
         _ => match kind {
             "llm-inference" => ["llm-inference", "allocator"].contains(&topic),
@@ -87,11 +58,7 @@ fn every_term_cites_claims_about_that_term_engine_and_model() {
     let mut workloads = Vec::new();
     for m in &ds.llms {
         for engine in ["transformers", "vllm", "llama.cpp", "ollama"] {
-            let weights = if engine == "llama.cpp" || engine == "ollama" {
-                "Q4_K_M"
-            } else {
-                "bf16"
-            };
+            let weights = if engine == "llama.cpp" || engine == "ollama" { "Q4_K_M" } else { "bf16" };
             workloads.push(json!({"kind": "llm-inference", "model": m.id, "engine": engine, "weights": weights, "context": 4096.min(m.max_context)}));
         }
         workloads.push(json!({"kind": "training", "model": m.id, "method": "qlora", "seq": 1024.min(m.max_context), "gradient_checkpointing": true}));
@@ -115,9 +82,7 @@ fn every_term_cites_claims_about_that_term_engine_and_model() {
                 if t.claims[..i].contains(id) {
                     problems.push(format!("{kind} {model}: {} cites {id} twice", t.term));
                 }
-                let c = ds
-                    .claim(id)
-                    .unwrap_or_else(|| panic!("{w}: {} cites unknown {id}", t.term));
+                let c = ds.claim(id).unwrap_or_else(|| panic!("{w}: {} cites unknown {id}", t.term));
                 let mut why = Vec::new();
                 if c.verdict == Verdict::Contradicted {
                     why.push("contradicted".to_string());
@@ -147,10 +112,5 @@ fn every_term_cites_claims_about_that_term_engine_and_model() {
     }
     problems.sort();
     problems.dedup();
-    assert!(
-        problems.is_empty(),
-        "{} citations out of scope:\n{}",
-        problems.len(),
-        problems.join("\n")
-    );
+    assert!(problems.is_empty(), "{} citations out of scope:\n{}", problems.len(), problems.join("\n"));
 }

@@ -5,10 +5,10 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use headroom_core::fit::accuracy::{accuracy, parse_references, tolerance};
-use headroom_core::fit::{fit, parse_input, Fit};
+use headroom_core::fit::{Fit, fit, parse_input};
 use headroom_e2e::data::loaded;
 use headroom_e2e::{bin, repo_root};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 const BRIEF_EXAMPLES: &str = r#"[
  {"kind":"llm-inference","model":"llama-3.1-8b","weights":"bf16","kv_cache":"bf16","context":32768,"batch":1,"engine":"transformers"},

@@ -8,7 +8,7 @@ use std::process::Command;
 use headroom_core::guides::Guide;
 use headroom_core::{Lang, SourceKind, Value};
 use headroom_e2e::data::loaded;
-use headroom_e2e::{bin, TempDir};
+use headroom_e2e::{TempDir, bin};
 
 /// Builds the data into a fresh directory with the real CLI and reads the guides back.
 fn built() -> &'static BTreeMap<Lang, Vec<Guide>> {

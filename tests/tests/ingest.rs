@@ -8,15 +8,14 @@
 //! site; review → aggregate → check → build puts the evidence into the built data; the OpenAPI
 //! file matches the live routes; the probe (simulated device) submits to the server.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use headroom_core::report::malformed::{leaves, malformed, Rng};
-use headroom_e2e::{bin, copy_tree, repo_root, Server, TempDir, TestDb};
-use serde_json::{json, Value};
+use headroom_core::report::malformed::{Rng, leaves, malformed};
+use headroom_e2e::{Server, TempDir, TestDb, bin, copy_tree, repo_root};
+use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -65,9 +64,7 @@ impl Ingest {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(30))).build(),
-    )
+    ureq::Agent::new_with_config(ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(30))).build())
 }
 
 struct Answer {
@@ -546,7 +543,8 @@ fn two_server_processes_share_one_postgres_database() {
                 barrier.wait();
                 let mut answers = Vec::new();
                 for n in 0..50u64 {
-                    let (key, v) = if n % 5 < 2 { (format!("shared-{}", (n + t) % 20), report(900, (n + t) % 20)) } else { (format!("own-{t}-{n}"), report(800 + t, n)) };
+                    let (key, v) =
+                        if n % 5 < 2 { (format!("shared-{}", (n + t) % 20), report(900, (n + t) % 20)) } else { (format!("own-{t}-{n}"), report(800 + t, n)) };
                     let a = post_with(&agent, &url, &bytes(&v), "application/json").unwrap();
                     assert!(a.status == 201 || a.status == 200, "{}: {}", a.status, a.raw);
                     answers.push((key, a.status, a.json["id"].as_str().unwrap().to_string()));
@@ -766,7 +764,9 @@ fn review_and_aggregate(db: &TestDb) {
     // A claim citing the aggregate: three independent submitters over days whose median agrees
     // make it qualified; crowd measurements alone never make it verified.
     let claim = |verdict: &str, gib: f64| {
-        let correction = if verdict == "verified" { String::new() } else {
+        let correction = if verdict == "verified" {
+            String::new()
+        } else {
             r#"correction = { pt = "a", es = "b", zh = "c", it = "d", en = "Measured by probe submissions only." }"#.to_string()
         };
         format!(
@@ -928,12 +928,7 @@ source = { kind = "source-code", title = "probe/src/sim.rs", url = "https://exam
         std::fs::create_dir_all(&dir).unwrap();
         let (rc, out, err) = probe_in(&dir, &["--simulate", "gpu=12", "--out", "report.json", "--submit", &server.url, "--yes"]);
         assert_eq!(rc, Some(0), "{out}{err}");
-        let id = out
-            .split_whitespace()
-            .skip_while(|w| *w != "submission")
-            .nth(1)
-            .unwrap_or_else(|| panic!("no submission id in {out}"))
-            .to_string();
+        let id = out.split_whitespace().skip_while(|w| *w != "submission").nth(1).unwrap_or_else(|| panic!("no submission id in {out}")).to_string();
         assert!(out.contains("received as submission"), "{out}");
         assert!(out.contains("probe: next: a maintainer reviews it") && out.contains(&format!("GPU table at {}/en/gpus/", server.url)), "{out}");
         ids.push(id);

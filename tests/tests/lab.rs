@@ -72,7 +72,18 @@ fn a_dropped_snapshot_replays_in_the_browser_as_the_cli_replays_it() {
     ids.extend(default_cards(ds, 8).into_iter().filter(|c| *c != mine));
     let taken = catalog_card(ds, &ids[0], 0).unwrap().0.taken;
     let out = Command::new(bin("probe", "probe"))
-        .args(["replay", &trace("image.pkl").to_string_lossy(), "--sweep", "--json", "--conf", "max_split_size_mb:200", "--cards", &ids.join(","), "--other-processes", &taken.to_string()])
+        .args([
+            "replay",
+            &trace("image.pkl").to_string_lossy(),
+            "--sweep",
+            "--json",
+            "--conf",
+            "max_split_size_mb:200",
+            "--cards",
+            &ids.join(","),
+            "--other-processes",
+            &taken.to_string(),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -112,7 +123,11 @@ fn a_dropped_snapshot_replays_in_the_browser_as_the_cli_replays_it() {
             assert_eq!(b.js("return document.querySelector('#lab-rec a.claimref').dataset.claim"), json!("alloc-conf-creates-no-memory"));
         }
     }
-    assert!(b.js("return document.querySelectorAll('#lab-rec a.claimref').length").as_u64().unwrap() > 0, "{}", b.js("return document.querySelector('#lab-rec').outerHTML"));
+    assert!(
+        b.js("return document.querySelectorAll('#lab-rec a.claimref').length").as_u64().unwrap() > 0,
+        "{}",
+        b.js("return document.querySelector('#lab-rec').outerHTML")
+    );
 
     // A cell that runs out: its memory over time, the failing allocation and its frames.
     b.js("[...document.querySelectorAll('#lab-matrix td.oom')].sort((a, b) => b.dataset.at - a.dataset.at)[0].querySelector('button').click(); return 1");
@@ -241,7 +256,12 @@ fn lab_speed_benchmark() {
     b.click("#lab-cancel");
     let cancel = wait("cancelled", "return (document.querySelector('#lab-status')?.textContent ?? '').includes('Cancelled after')", 5);
     println!("lab bench: {} ({} MB), read and parsed in {:.1} s", file.display(), std::fs::metadata(&file).unwrap().len() / 1_000_000, loaded.as_secs_f64());
-    println!("lab bench: {cells} replays ({cards} cards) in {:.1} s (page), {rate} M events/s (worker); progress bar took {} distinct values; cancel answered in {:.2} s", swept.as_secs_f64(), progress.len(), cancel.as_secs_f64());
+    println!(
+        "lab bench: {cells} replays ({cards} cards) in {:.1} s (page), {rate} M events/s (worker); progress bar took {} distinct values; cancel answered in {:.2} s",
+        swept.as_secs_f64(),
+        progress.len(),
+        cancel.as_secs_f64()
+    );
     println!("lab bench: status: {status}");
     assert!(swept < Duration::from_secs(30), "the sweep took {swept:?}");
     assert!(rate >= 3.0, "{rate} M events/s");

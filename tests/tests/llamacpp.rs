@@ -19,10 +19,7 @@ fn dir() -> std::path::PathBuf {
 fn every_llamacpp_run_is_within_bounds_and_beats_llamacpps_estimate() {
     let text = std::fs::read_to_string(dir().join("h200-llamacpp-0c1e570.jsonl")).unwrap();
     let refs = parse_llama_references(&text).unwrap();
-    assert!(
-        refs.iter().filter(|r| r.ok).count() >= 30,
-        "at least 30 runs"
-    );
+    assert!(refs.iter().filter(|r| r.ok).count() >= 30, "at least 30 runs");
     let rows = llama_accuracy(&loaded().dataset, &refs).unwrap();
     const MIB: f64 = 1024.0 * 1024.0;
     for r in &rows {
@@ -46,10 +43,7 @@ fn every_llamacpp_run_is_within_bounds_and_beats_llamacpps_estimate() {
     }
     // Every kind the issue asks for is among the runs.
     let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-    for part in [
-        "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "IQ4_XS", "kvq8_0", "kvq4_0", "nofa", "ngl", "ub2048",
-        "np4", "swafull", "ncmoe", "ollama", "c131072",
-    ] {
+    for part in ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "IQ4_XS", "kvq8_0", "kvq4_0", "nofa", "ngl", "ub2048", "np4", "swafull", "ncmoe", "ollama", "c131072"] {
         assert!(ids.iter().any(|i| i.contains(part)), "no run with {part}");
     }
 }
@@ -67,42 +61,28 @@ fn file_schemes_match_llama_quantize_tensor_by_tensor_type() {
         let m = match ds.llm(model) {
             Some(m) => m.clone(),
             None => {
-                let cfg: Value = serde_json::from_str(
-                    &std::fs::read_to_string(repo_root().join(format!(
-                        "dataset/measurements/harness/configs/llm/{model}.json"
-                    )))
-                    .unwrap(),
-                )
-                .unwrap();
-                headroom_core::hf::llm_from_config(&cfg, Some(model))
-                    .unwrap()
-                    .0
+                let cfg: Value =
+                    serde_json::from_str(&std::fs::read_to_string(repo_root().join(format!("dataset/measurements/harness/configs/llm/{model}.json"))).unwrap())
+                        .unwrap();
+                headroom_core::hf::llm_from_config(&cfg, Some(model)).unwrap().0
             }
         };
         let predicted = bytes_by_type(&m, scheme).unwrap_or_else(|| panic!("{scheme} is modelled"));
         let mut actual: BTreeMap<String, u64> = BTreeMap::new();
         for t in f["tensors"].as_array().unwrap() {
-            *actual
-                .entry(t[1].as_str().unwrap().to_string())
-                .or_insert(0) += t[2].as_u64().unwrap();
+            *actual.entry(t[1].as_str().unwrap().to_string()).or_insert(0) += t[2].as_u64().unwrap();
         }
         for (ty, bytes) in &actual {
             let p = predicted.get(ty.as_str()).copied().unwrap_or(0);
             if ty == "F32" {
                 // Norms and biases: counted from the parameter total (rope_freqs is not a parameter).
-                assert!(
-                    (p as i64 - *bytes as i64).abs() <= 4096,
-                    "{name}: F32 {p} vs {bytes}"
-                );
+                assert!((p as i64 - *bytes as i64).abs() <= 4096, "{name}: F32 {p} vs {bytes}");
             } else {
                 assert_eq!(p, *bytes, "{name}: bytes in {ty}");
             }
         }
         for ty in predicted.keys() {
-            assert!(
-                actual.contains_key(*ty),
-                "{name}: the engine has {ty}, the file has none"
-            );
+            assert!(actual.contains_key(*ty), "{name}: the engine has {ty}, the file has none");
         }
         checked += 1;
     }
@@ -159,7 +139,13 @@ fn second_held_out_set_is_within_bounds() {
     const MIB: f64 = 1024.0 * 1024.0;
     assert_eq!(rows.len(), 3, "{:?}", rows.iter().map(|r| &r.id).collect::<Vec<_>>());
     for r in &rows {
-        eprintln!("{}: predicted {:.0} MiB, measured {:.0} MiB ({:+.0} MiB)", r.id, r.predicted as f64 / MIB, r.measured as f64 / MIB, r.error_bytes as f64 / MIB);
+        eprintln!(
+            "{}: predicted {:.0} MiB, measured {:.0} MiB ({:+.0} MiB)",
+            r.id,
+            r.predicted as f64 / MIB,
+            r.measured as f64 / MIB,
+            r.error_bytes as f64 / MIB
+        );
         assert!(r.within_tolerance, "{}: predicted {:.0} MiB, measured {:.0} MiB", r.id, r.predicted as f64 / MIB, r.measured as f64 / MIB);
         // Never under the measured peak: a card the answer says is enough must be enough.
         assert!(r.error_bytes >= 0, "{}: {:+.0} MiB under", r.id, r.error_bytes as f64 / MIB);

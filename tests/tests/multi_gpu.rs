@@ -3,10 +3,10 @@
 //! and the verdict for a set of cards that says which one runs out first.
 
 use headroom_core::fit::accuracy::{llama_accuracy, parse_llama_references};
-use headroom_core::fit::{fit, fit_on, fit_on_cards, parse_input, Card, Fit, Workload};
+use headroom_core::fit::{Card, Fit, Workload, fit, fit_on, fit_on_cards, parse_input};
 use headroom_e2e::data::loaded;
 use headroom_e2e::repo_root;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -42,7 +42,9 @@ fn every_gpu_of_the_split_runs_matches_llamacpps_own_buffers() {
 #[test]
 fn llamacpp_layer_split_follows_tensor_split_and_names_the_limiting_card() {
     let ds = &loaded().dataset;
-    let w = workload(&json!({"kind": "llm-inference", "model": "llama-3.1-8b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 8192, "engine": "llama.cpp", "gpus": 2, "tensor_split": [3, 1]}));
+    let w = workload(
+        &json!({"kind": "llm-inference", "model": "llama-3.1-8b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 8192, "engine": "llama.cpp", "gpus": 2, "tensor_split": [3, 1]}),
+    );
     let f = fit(ds, &w).unwrap();
     assert_eq!(f.devices.len(), 2);
     assert_eq!(note(&f, "layer-split").values["counts"], "25 + 7");
@@ -55,7 +57,8 @@ fn llamacpp_layer_split_follows_tensor_split_and_names_the_limiting_card() {
     // Two different cards: the default split follows what each card offers, each card gets its
     // verdict, and the one with the least spare is named.
     let cards = [Card::parse(ds, "rtx-3090", 1.0).unwrap(), Card::parse(ds, "rtx-3060-12gb", 0.0).unwrap()];
-    let big = workload(&json!({"kind": "llm-inference", "model": "llama-3.1-70b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 8192, "engine": "llama.cpp"}));
+    let big =
+        workload(&json!({"kind": "llm-inference", "model": "llama-3.1-70b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 8192, "engine": "llama.cpp"}));
     let f = fit_on_cards(ds, &big, &cards).unwrap();
     let v = f.verdict.as_ref().unwrap();
     assert_eq!(v.gpus.len(), 2);
@@ -226,7 +229,8 @@ fn cpu_offload_moves_model_states_to_system_ram() {
     assert!(offloaded >= 3);
 
     let train = |extra: Value| {
-        let mut w = json!({"kind": "training", "model": "llama-3.1-8b", "method": "full", "precision": "bf16", "seq": 2048, "gradient_checkpointing": true, "gpus": 2});
+        let mut w =
+            json!({"kind": "training", "model": "llama-3.1-8b", "method": "full", "precision": "bf16", "seq": 2048, "gradient_checkpointing": true, "gpus": 2});
         w.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         fit(ds, &workload(&w))
     };
@@ -252,7 +256,9 @@ fn cpu_offload_moves_model_states_to_system_ram() {
     // The verdict checks system RAM too: 64 GiB is short of what ZeRO-3 offload needs for 8B.
     let mut card = Card::parse(ds, "rtx-4090", 0.0).unwrap();
     card.ram_bytes = Some((64.0 * GIB) as u64);
-    let w = workload(&json!({"kind": "training", "model": "llama-3.1-8b", "method": "full", "precision": "bf16", "seq": 2048, "gradient_checkpointing": true, "zero": 3, "cpu_offload": "params"}));
+    let w = workload(
+        &json!({"kind": "training", "model": "llama-3.1-8b", "method": "full", "precision": "bf16", "seq": 2048, "gradient_checkpointing": true, "zero": 3, "cpu_offload": "params"}),
+    );
     let ram = fit_on(ds, &w, &card).unwrap().verdict.unwrap().ram.unwrap();
     assert!(!ram.fits && ram.host_bytes > ram.ram_bytes, "{ram:?}");
     // Offloading needs sharded states: refused with the reason otherwise.

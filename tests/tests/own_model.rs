@@ -7,13 +7,13 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
 
-use headroom_core::fit::{fit, fit_on, gpu_bytes, parse_input, Card, Fit};
 use headroom_core::Lang;
+use headroom_core::fit::{Card, Fit, fit, fit_on, gpu_bytes, parse_input};
 use headroom_e2e::data::loaded;
-use headroom_e2e::{repo_root, site_dir, Browser, Server, TempDir};
+use headroom_e2e::{Browser, Server, TempDir, repo_root, site_dir};
 use headroom_i18n::{fmt, k, t};
 use headroom_site::routes::Route;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 fn wait_app(b: &Browser) {
     b.wait_js("return document.getElementById('prerendered') === null && !!document.querySelector('main h1')");
@@ -70,10 +70,15 @@ impl Hub {
                 let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
                 let (status, body): (&str, Vec<u8>) = match path.as_str() {
                     "/Qwen/Qwen2.5-0.5B/resolve/main/config.json" => ("200 OK", std::fs::read(configs().join("Qwen__Qwen2.5-0.5B.json")).unwrap()),
-                    "/mistralai/Mistral-7B-v0.1/resolve/main/config.json" => ("200 OK", std::fs::read(configs().join("mistralai__Mistral-7B-v0.1.json")).unwrap()),
-                    "/mistralai/Mistral-7B-v0.1/resolve/main/model.safetensors.index.json" => {
-                        ("200 OK", json!({"metadata": {"total_size": 14483464192u64}, "weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors"}}).to_string().into_bytes())
+                    "/mistralai/Mistral-7B-v0.1/resolve/main/config.json" => {
+                        ("200 OK", std::fs::read(configs().join("mistralai__Mistral-7B-v0.1.json")).unwrap())
                     }
+                    "/mistralai/Mistral-7B-v0.1/resolve/main/model.safetensors.index.json" => (
+                        "200 OK",
+                        json!({"metadata": {"total_size": 14483464192u64}, "weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors"}})
+                            .to_string()
+                            .into_bytes(),
+                    ),
                     p if p.starts_with("/meta-llama/") => ("401 Unauthorized", b"{\"error\":\"gated\"}".to_vec()),
                     p if p.starts_with("/fixture/") => ("200 OK", std::fs::read(fixtures().join(&p["/fixture/".len()..])).unwrap_or_default()),
                     _ => ("404 Not Found", b"{\"error\":\"not found\"}".to_vec()),
@@ -118,10 +123,15 @@ fn a_pasted_config_is_sized_like_the_engine_and_the_link_reproduces_it() {
     wait_app(&b);
     open_panel(&b);
     let text = std::fs::read_to_string(configs().join("Qwen__Qwen2.5-0.5B.json")).unwrap();
-    b.js(&format!("const t = document.getElementById('own-paste'); t.value = {}; t.dispatchEvent(new Event('input', {{bubbles: true}})); return 1", json!(text)));
+    b.js(&format!(
+        "const t = document.getElementById('own-paste'); t.value = {}; t.dispatchEvent(new Event('input', {{bubbles: true}})); return 1",
+        json!(text)
+    ));
     b.click("#own-paste-use");
     let config: Value = serde_json::from_str(&text).unwrap();
-    let want = engine(json!({"kind": "llm-inference", "model": {"hf_config": headroom_core::hf::essential(&config), "name": "Qwen2.5-0.5B"}, "weights": "bf16", "kv_cache": "bf16", "context": 8192, "batch": 1, "engine": "transformers"}));
+    let want = engine(
+        json!({"kind": "llm-inference", "model": {"hf_config": headroom_core::hf::essential(&config), "name": "Qwen2.5-0.5B"}, "weights": "bf16", "kv_cache": "bf16", "context": 8192, "batch": 1, "engine": "transformers"}),
+    );
     wait_peak(&b, want.peak_bytes);
     let summary = b.wait_text("#own-summary", |s| !s.is_empty());
     assert!(summary.contains("494,032,768") && summary.contains("model_type qwen2"), "{summary}");
@@ -139,13 +149,25 @@ fn a_pasted_config_is_sized_like_the_engine_and_the_link_reproduces_it() {
     wait_peak(&b, engine(w32.clone()).peak_bytes);
     // An unknown model type names the fields and opens the form for them.
     let unknown = json!({"model_type": "rwkv7", "hidden_size": 2048});
-    b.js(&format!("const t = document.getElementById('own-paste'); t.value = {}; t.dispatchEvent(new Event('input', {{bubbles: true}})); return 1", json!(unknown.to_string())));
+    b.js(&format!(
+        "const t = document.getElementById('own-paste'); t.value = {}; t.dispatchEvent(new Event('input', {{bubbles: true}})); return 1",
+        json!(unknown.to_string())
+    ));
     b.click("#own-paste-use");
     let msg = b.wait_text("#own-message", |s| s.contains("rwkv7"));
     assert!(msg.contains("num_key_value_heads"), "{msg}");
     assert_eq!(b.js("return document.getElementById('own-manual').open"), json!(true), "the form for those fields opens");
     // By hand: the Llama layout with the values typed in.
-    for (f, v) in [("num_hidden_layers", "24"), ("hidden_size", "896"), ("intermediate_size", "4864"), ("num_attention_heads", "14"), ("num_key_value_heads", "2"), ("head_dim", "64"), ("vocab_size", "151936"), ("max_position_embeddings", "32768")] {
+    for (f, v) in [
+        ("num_hidden_layers", "24"),
+        ("hidden_size", "896"),
+        ("intermediate_size", "4864"),
+        ("num_attention_heads", "14"),
+        ("num_key_value_heads", "2"),
+        ("head_dim", "64"),
+        ("vocab_size", "151936"),
+        ("max_position_embeddings", "32768"),
+    ] {
         b.js(&format!("const i = document.getElementById('own-m-{f}'); i.value = '{v}'; i.dispatchEvent(new Event('input', {{bubbles: true}})); return 1"));
     }
     b.click("#own-m-tie_word_embeddings");
@@ -175,7 +197,8 @@ fn model_files_are_read_header_first_by_parsers_loaded_on_demand() {
     let bytes = std::fs::read(fixtures().join("qwen3moe.gguf")).unwrap();
     let f = headroom_core::modelfile::describe::facts(&headroom_core::modelfile::parse(&bytes).unwrap());
     let d = headroom_core::modelfile::describe::describe(ds, &f, None);
-    let w = json!({"kind": "llm-inference", "model": d.model.clone().unwrap(), "weights": d.weights_format.clone().unwrap(), "context": 4096, "engine": "ollama"});
+    let w =
+        json!({"kind": "llm-inference", "model": d.model.clone().unwrap(), "weights": d.weights_format.clone().unwrap(), "context": 4096, "engine": "ollama"});
     let want = engine(w);
     wait_peak(&b, want.peak_bytes);
     // The file's exact bytes, split as llama.cpp splits them: the token embedding stays in
@@ -203,7 +226,10 @@ fn model_files_are_read_header_first_by_parsers_loaded_on_demand() {
     b.send_keys("#own-file-input", &fixtures().join("llama-bf16.safetensors").to_string_lossy());
     b.wait_text("#own-message", |s| s.contains("config.json"));
     let cfg = std::fs::read_to_string(fixtures().join("llama-bf16.config.json")).unwrap();
-    b.js(&format!("const t = document.getElementById('own-paste'); t.value = {}; t.dispatchEvent(new Event('input', {{bubbles: true}})); return 1", json!(cfg)));
+    b.js(&format!(
+        "const t = document.getElementById('own-paste'); t.value = {}; t.dispatchEvent(new Event('input', {{bubbles: true}})); return 1",
+        json!(cfg)
+    ));
     b.click("#own-paste-use");
     let st = std::fs::read(fixtures().join("llama-bf16.safetensors")).unwrap();
     let f = headroom_core::modelfile::describe::facts(&headroom_core::modelfile::parse(&st).unwrap());
@@ -266,7 +292,8 @@ fn a_hugging_face_id_is_fetched_shared_and_still_works_offline() {
     b.click("#own-hf-fetch");
     let config: Value = serde_json::from_str(&std::fs::read_to_string(configs().join("mistralai__Mistral-7B-v0.1.json")).unwrap()).unwrap();
     // The index on the Hub gives the checkpoint's exact size, counted when weights are its dtype.
-    let model = json!({"hf_config": headroom_core::hf::essential(&config), "name": "mistralai/Mistral-7B-v0.1", "file": {"format": "bf16", "bytes": 14483464192u64}});
+    let model =
+        json!({"hf_config": headroom_core::hf::essential(&config), "name": "mistralai/Mistral-7B-v0.1", "file": {"format": "bf16", "bytes": 14483464192u64}});
     let want = engine(json!({"kind": "llm-inference", "model": model, "weights": "bf16", "context": 4096, "engine": "vllm"}));
     wait_peak(&b, want.peak_bytes);
     assert_eq!(want.breakdown[0].bytes, 14483464192);
@@ -274,7 +301,10 @@ fn a_hugging_face_id_is_fetched_shared_and_still_works_offline() {
     assert!(url.contains("model=hf%3Amistralai%2FMistral-7B-v0.1"), "{url}");
     // Gated and missing repositories, and a malformed id, say what to do instead.
     for (id, key) in [("meta-llama/Llama-3.1-8B", k::CALC_OWN_GATED), ("someone/no-such-model", k::CALC_OWN_MISSING), ("not an id", k::CALC_OWN_BAD_ID)] {
-        b.js(&format!("const i = document.getElementById('own-hf'); i.value = {}; i.dispatchEvent(new Event('input', {{bubbles: true}})); return 1", json!(id)));
+        b.js(&format!(
+            "const i = document.getElementById('own-hf'); i.value = {}; i.dispatchEvent(new Event('input', {{bubbles: true}})); return 1",
+            json!(id)
+        ));
         b.click("#own-hf-fetch");
         let expected = fmt(Lang::It, key, &[("id", id)]);
         let sel = if key == k::CALC_OWN_BAD_ID { "#own-message" } else { "#calc-error" };
@@ -303,7 +333,11 @@ fn the_answers_for_a_card_are_the_engines_and_apply_in_one_click() {
     b.goto(&calc_url(&server, Lang::Pt, query));
     wait_app(&b);
     let gpu = ds.gpu("rtx-4060-ti-8gb").expect("an 8 GB card in the catalog");
-    let w = parse_input(&json!({"kind": "llm-inference", "model": "qwen3-8b", "weights": "Q8_0", "kv_cache": "q8_0", "context": 8192, "batch": 1, "engine": "ollama"}).to_string()).unwrap();
+    let w = parse_input(
+        &json!({"kind": "llm-inference", "model": "qwen3-8b", "weights": "Q8_0", "kv_cache": "q8_0", "context": 8192, "batch": 1, "engine": "ollama"})
+            .to_string(),
+    )
+    .unwrap();
     let want = fit_on(ds, &w[0], &Card::parse(ds, &gpu.id, 0.0).unwrap()).unwrap();
     let a = want.answers.unwrap();
     b.wait_text("#answers h2", |s| s == fmt(Lang::Pt, k::CALC_ANSWERS, &[("gpu", &gpu.name)]));
@@ -363,7 +397,8 @@ fn llamacpp_settings_are_asked_and_change_the_peak_as_the_engine_does() {
     let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
     let b = Browser::start();
     let ds = &loaded().dataset;
-    let mut w = json!({"kind": "llm-inference", "model": "llama-3.1-8b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 32768, "batch": 1, "engine": "llama.cpp"});
+    let mut w =
+        json!({"kind": "llm-inference", "model": "llama-3.1-8b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 32768, "batch": 1, "engine": "llama.cpp"});
     b.goto(&calc_url(&server, Lang::It, "?kind=llm-inference&model=llama-3.1-8b&weights=Q4_K_M&kv_cache=fp16&context=32768&batch=1&engine=llama.cpp"));
     wait_app(&b);
     wait_peak(&b, engine(w.clone()).peak_bytes);

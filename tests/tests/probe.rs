@@ -4,16 +4,11 @@
 
 use std::process::Command;
 
-use headroom_e2e::{bin, TempDir};
+use headroom_e2e::{TempDir, bin};
 use serde_json::Value;
 
 fn probe_in(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(bin("probe", "probe"))
-        .args(args)
-        .current_dir(dir)
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .output()
-        .unwrap();
+    let out = Command::new(bin("probe", "probe")).args(args).current_dir(dir).env("XDG_CONFIG_HOME", dir.join("config")).output().unwrap();
     (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -127,7 +122,16 @@ fn the_table_shows_progress_and_every_measurement() {
     for step in ["context overhead", "usable capacity", "stream-ordered pool", "virtual memory mapping", "fragmentation"] {
         assert!(stderr.contains(step), "progress for {step}: {stderr}");
     }
-    for row in ["Total memory", "One more CUDA context costs", "cuMemAllocAsync 2 MiB", "VMM granularity", "cuMemCreate+Map 2 MiB", "Device→device copy", "Memory left behind", "Run time"] {
+    for row in [
+        "Total memory",
+        "One more CUDA context costs",
+        "cuMemAllocAsync 2 MiB",
+        "VMM granularity",
+        "cuMemCreate+Map 2 MiB",
+        "Device→device copy",
+        "Memory left behind",
+        "Run time",
+    ] {
         assert!(stdout.contains(row), "{row}: {stdout}");
     }
 }
@@ -292,7 +296,10 @@ fn canned_server(status: &'static str, body: &'static str) -> String {
                 got.extend_from_slice(&buf[..n]);
                 let text = String::from_utf8_lossy(&got);
                 if let Some(end) = text.find("\r\n\r\n") {
-                    let len = text.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0))).unwrap_or(0);
+                    let len = text
+                        .lines()
+                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                        .unwrap_or(0);
                     if got.len() >= end + 4 + len {
                         break;
                     }
@@ -310,7 +317,11 @@ fn canned_server(status: &'static str, body: &'static str) -> String {
 fn an_old_or_foreign_server_keeps_the_report_for_later() {
     for (status, body, says) in [
         ("404 Not Found", "<html>nothing here</html>", "it does not take submissions (HTTP 404): not a Headroom server, or one older than this probe"),
-        ("422 Unprocessable Entity", r#"{"error": "unsupported_schema_version", "message": "$.schema_version: 1 is not supported (this server accepts 0)"}"#, "the server is older than this probe"),
+        (
+            "422 Unprocessable Entity",
+            r#"{"error": "unsupported_schema_version", "message": "$.schema_version: 1 is not supported (this server accepts 0)"}"#,
+            "the server is older than this probe",
+        ),
     ] {
         let dir = TempDir::new("probe-old-server");
         let url = canned_server(status, body);

@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use headroom_e2e::{bin, get, site_dir, Server, TempDir};
+use headroom_e2e::{Server, TempDir, bin, get, site_dir};
 use serde_json::Value;
 
 #[test]

@@ -2,10 +2,10 @@
 //! language, the calculator against the engine, shared URLs, offline use, prerendered HTML,
 //! keyboard access, and screenshots at phone and desktop width (target/screenshots/).
 
-use headroom_core::fit::{fit, parse_input};
 use headroom_core::Lang;
+use headroom_core::fit::{fit, parse_input};
 use headroom_e2e::data::loaded;
-use headroom_e2e::{get, repo_root, site_dir, Browser, Server, TempDir};
+use headroom_e2e::{Browser, Server, TempDir, get, repo_root, site_dir};
 use headroom_i18n::{k, t};
 use headroom_site::routes::Route;
 
@@ -38,7 +38,10 @@ fn every_route_in_every_language_renders_without_errors() {
             assert_eq!(b.js("return document.documentElement.lang"), lang.bcp47(), "{}", r.path(lang));
             let text = b.text("main").unwrap();
             // An unfilled `{placeholder}` would mean a string was used without its values.
-            let unfilled = text.split('{').skip(1).any(|rest| rest.split('}').next().is_some_and(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
+            let unfilled = text
+                .split('{')
+                .skip(1)
+                .any(|rest| rest.split('}').next().is_some_and(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
             assert!(!unfilled, "{}: unfilled placeholder in {text}", r.path(lang));
             let errors = b.console_errors();
             assert!(errors.is_empty(), "{}: console errors {errors:?}", r.path(lang));
@@ -49,7 +52,8 @@ fn every_route_in_every_language_renders_without_errors() {
 /// The wasm files this document has loaded (`calc-…` or `app-…`).
 fn bundles_loaded(b: &Browser) -> Vec<String> {
     let v = b.js("return performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname).filter((p) => p.endsWith('.wasm'))");
-    let mut names: Vec<String> = v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().trim_start_matches('/').split('-').next().unwrap().to_string()).collect();
+    let mut names: Vec<String> =
+        v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().trim_start_matches('/').split('-').next().unwrap().to_string()).collect();
     names.sort();
     names.dedup();
     names
@@ -71,7 +75,10 @@ fn the_calculator_and_the_other_pages_are_two_bundles_linked_by_normal_navigatio
         // A link to another page is a normal navigation: a new document with the other bundle.
         b.js("window.__sameDocument = true; return 0");
         b.click(&format!("header a[href=\"{}\"]", Route::Claims.path(lang)));
-        b.wait_js(&format!("return location.pathname === '{}' && document.getElementById('prerendered') === null && !!document.querySelector('main h1')", Route::Claims.path(lang)));
+        b.wait_js(&format!(
+            "return location.pathname === '{}' && document.getElementById('prerendered') === null && !!document.querySelector('main h1')",
+            Route::Claims.path(lang)
+        ));
         assert_eq!(b.js("return window.__sameDocument === undefined"), true, "the calculator's bundle does not render the claims list");
         assert_eq!(bundles_loaded(&b), ["app"]);
         // Within a bundle, links stay in the page.
@@ -235,7 +242,13 @@ fn screenshots_of_the_main_pages_at_phone_and_desktop_width() {
     std::fs::create_dir_all(&out).unwrap();
     let claim = some_claim();
     for lang in [Lang::En, Lang::Zh] {
-        for (name, route) in [("home", Route::Home), ("calculator", Route::Calculator), ("claim", Route::Claim(claim.clone())), ("gpus", Route::Gpus), ("guide", Route::Guide("training".into()))] {
+        for (name, route) in [
+            ("home", Route::Home),
+            ("calculator", Route::Calculator),
+            ("claim", Route::Claim(claim.clone())),
+            ("gpus", Route::Gpus),
+            ("guide", Route::Guide("training".into())),
+        ] {
             for (size, (w, h)) in [("phone", (390, 844)), ("desktop", (1280, 900))] {
                 b.resize(w, h);
                 b.goto(&format!("{}{}", server.url, route.path(lang)));
@@ -302,7 +315,11 @@ fn contradicted_claims_read_the_right_way_round() {
             // The page title (shortened to fit a tab) leads with the verdict and quotes what was said.
             let title = headroom_site::pages::title(lang, &Route::Claim(c.id.clone()), &ds.for_lang(lang));
             let lead = t(lang, title_key).split("{said}").next().unwrap();
-            assert!(title.starts_with(lead) && fmt(lang, title_key, &[("said", &said)]).starts_with(title.trim_end_matches(" · Headroom").trim_end_matches('…')), "{lang:?} {}: {title}", c.id);
+            assert!(
+                title.starts_with(lead) && fmt(lang, title_key, &[("said", &said)]).starts_with(title.trim_end_matches(" · Headroom").trim_end_matches('…')),
+                "{lang:?} {}: {title}",
+                c.id
+            );
             assert!(html.contains(&format!("<title>{}</title>", esc(&title))), "{lang:?} {}: title", c.id);
             assert!(html.contains(&format!("<meta property=\"og:title\" content=\"{}\" />", esc(&title))));
             // The preview's description leads with the verdict and what is true.
@@ -377,7 +394,8 @@ fn unknown_paths_are_localized_404s_and_links_use_one_site_address() {
         assert!(html.contains(&format!("<link rel=\"canonical\" href=\"{live}\" />")), "{lang:?}: canonical {live}");
         assert!(html.contains(&format!("id=\"{}\"", merged.id)) || html.contains(&merged.id), "{lang:?}: shows {}", merged.id);
     }
-    for image in ["og-calculator.png", "og-claims.png", "og-gpus.png", "og-guides.png", "og-home.png", "og-probe.png", "og-about.png", "icon-maskable-512.png"] {
+    for image in ["og-calculator.png", "og-claims.png", "og-gpus.png", "og-guides.png", "og-home.png", "og-probe.png", "og-about.png", "icon-maskable-512.png"]
+    {
         let resp = headroom_e2e::http().get(&format!("{}/{image}", server.url)).call().expect(image);
         assert_eq!(resp.status(), 200, "{image}");
         assert_eq!(resp.headers().get("content-type").unwrap().to_str().unwrap(), "image/png", "{image}");
@@ -417,7 +435,13 @@ fn a_derived_claims_page_shows_which_inputs_rest_on_primary_sources() {
     let path = Route::Claim(id.to_string()).path(Lang::En);
     let (status, _, html) = get(&format!("{}{path}", server.url));
     assert_eq!(status, 200);
-    for text in [t(Lang::En, k::CLAIM_INPUTS), t(Lang::En, k::CLAIM_INPUT_PRIMARY), t(Lang::En, k::CLAIM_INPUT_COMMUNITY), primary.value.as_str(), community.value.as_str()] {
+    for text in [
+        t(Lang::En, k::CLAIM_INPUTS),
+        t(Lang::En, k::CLAIM_INPUT_PRIMARY),
+        t(Lang::En, k::CLAIM_INPUT_COMMUNITY),
+        primary.value.as_str(),
+        community.value.as_str(),
+    ] {
         assert!(html.contains(text), "prerendered page lacks {text:?}");
     }
     let b = Browser::start();
@@ -450,7 +474,9 @@ fn the_probe_page_asks_for_the_measurements_it_cannot_make() {
     let b = Browser::start();
     b.goto(&format!("{}{path}", server.url));
     wait_app(&b);
-    for (platform, heading) in [(headroom_core::catalog::WantedPlatform::Apple, k::PROBE_WANTED_APPLE), (headroom_core::catalog::WantedPlatform::Amd, k::PROBE_WANTED_AMD)] {
+    for (platform, heading) in
+        [(headroom_core::catalog::WantedPlatform::Apple, k::PROBE_WANTED_APPLE), (headroom_core::catalog::WantedPlatform::Amd, k::PROBE_WANTED_AMD)]
+    {
         let items: Vec<_> = ds.wanted.iter().filter(|w| w.platform == platform).collect();
         assert!(!items.is_empty());
         let list = b.js(&format!("const h = [...document.querySelectorAll('#wanted h3')].find(h => h.textContent === {:?}); return [...h.nextElementSibling.querySelectorAll('li')].map(li => [li.dataset.claim, li.querySelector('a.claimref').getAttribute('href'), li.querySelector('code').textContent, li.querySelector('p').textContent])", t(lang, heading)));

@@ -4,7 +4,7 @@
 //! targets (300 KB, no perceptible delay) are reported, not asserted on a shared CI machine.
 
 use headroom_core::Lang;
-use headroom_e2e::{http, site_dir, Browser, Server, TempDir};
+use headroom_e2e::{Browser, Server, TempDir, http, site_dir};
 use headroom_site::routes::Route;
 
 /// Bytes on the wire for one URL with the given Accept-Encoding, and the encoding served.
@@ -82,7 +82,12 @@ fn first_load_size_time_to_interactive_and_recompute() {
     colds.sort_by(f64::total_cmp);
     println!("time to interactive, cold, CPU slowed 4× (ms; target 1000): median {:.0} of {colds:?}", colds[1]);
     let v = recompute_times(&b);
-    println!("one recompute in the browser (input event to updated peak, ms): median {:.2}, max {:.2} over {} changes", v[v.len() / 2], v[v.len() - 1], v.len());
+    println!(
+        "one recompute in the browser (input event to updated peak, ms): median {:.2}, max {:.2} over {} changes",
+        v[v.len() / 2],
+        v[v.len() - 1],
+        v.len()
+    );
 
     // With a card chosen every recompute also searches the engine for the answers (largest
     // context and batch, GPU layers, best weight format): target under 20 ms.
@@ -91,7 +96,12 @@ fn first_load_size_time_to_interactive_and_recompute() {
     let v = recompute_times(&b);
     println!("one recompute with the answers for a card (ms): median {:.2}, max {:.2} over {} changes", v[v.len() / 2], v[v.len() - 1], v.len());
     // The parsers for a user's model file are not part of the first load; what they cost on first use.
-    let lazy: Vec<String> = std::fs::read_dir(site_dir()).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("modelfile-") && (n.ends_with(".wasm") || n.ends_with(".js"))).collect();
+    let lazy: Vec<String> = std::fs::read_dir(site_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("modelfile-") && (n.ends_with(".wasm") || n.ends_with(".js")))
+        .collect();
     for n in lazy {
         let (br, enc) = wire(&format!("{}/{n}", server.url), "br");
         println!("  on first use of a model file: /{n} {br} {enc}");
@@ -100,8 +110,7 @@ fn first_load_size_time_to_interactive_and_recompute() {
 
 /// Milliseconds from a context change to the updated peak, 20 changes, sorted.
 fn recompute_times(b: &Browser) -> Vec<f64> {
-    let times = b.js(
-        "return (async () => {
+    let times = b.js("return (async () => {
             const input = document.getElementById('c-context');
             const peak = () => document.getElementById('peak').dataset.bytes;
             const out = [];
@@ -114,8 +123,7 @@ fn recompute_times(b: &Browser) -> Vec<f64> {
                 out.push(performance.now() - t0);
             }
             return out;
-        })()",
-    );
+        })()");
     let mut v: Vec<f64> = times.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v

@@ -5,10 +5,10 @@
 //! behaviour (llama.cpp 0c1e570, diffusers 007fbf0) and the catalog.
 
 use headroom_core::fit::accuracy::{host_within, llama_accuracy, parse_llama_references};
-use headroom_core::fit::{fit, fit_on, parse_input, Card, Fit, Workload};
+use headroom_core::fit::{Card, Fit, Workload, fit, fit_on, parse_input};
 use headroom_e2e::data::loaded;
 use headroom_e2e::repo_root;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 const MIB: u64 = 1024 * 1024;
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;

@@ -28,7 +28,8 @@ fn the_calculator_uses_no_string_its_table_leaves_out() {
             for key in headroom_i18n::all_keys().map(|k| k.name()).filter(|k| headroom_i18n::calculator_omits(k)) {
                 let constant = format!("k::{}", key.replace('.', "_").to_uppercase());
                 // A whole constant, not the start of a longer one.
-                let whole = line.match_indices(&constant).any(|(at, _)| !line[at + constant.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
+                let whole =
+                    line.match_indices(&constant).any(|(at, _)| !line[at + constant.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
                 if whole {
                     found.push(format!("{f}:{}: {}", i + 1, line.trim()));
                 }
@@ -115,7 +116,8 @@ fn feature_gated(lib: &str) -> Vec<String> {
 
 #[test]
 fn the_pure_crates_use_no_file_system_network_clock_or_process() {
-    const IO: [&str; 10] = ["std::fs", "std::net", "std::env", "std::process", "SystemTime", "Instant::now", "File::open", "TcpStream", "stdin()", "std::thread::sleep"];
+    const IO: [&str; 10] =
+        ["std::fs", "std::net", "std::env", "std::process", "SystemTime", "Instant::now", "File::open", "TcpStream", "stdin()", "std::thread::sleep"];
     let mut found = Vec::new();
     for krate in ["dataset/core/src", "alloc/src"] {
         let dir = repo_root().join(krate);
@@ -157,7 +159,8 @@ fn members() -> Vec<(String, toml::Table)> {
 
 /// Every dependency name a manifest lists (normal, dev, build, and per target).
 fn dependencies(t: &toml::Table) -> Vec<String> {
-    let mut tables: Vec<&toml::Table> = ["dependencies", "dev-dependencies", "build-dependencies"].iter().filter_map(|k| t.get(*k).and_then(|v| v.as_table())).collect();
+    let mut tables: Vec<&toml::Table> =
+        ["dependencies", "dev-dependencies", "build-dependencies"].iter().filter_map(|k| t.get(*k).and_then(|v| v.as_table())).collect();
     if let Some(targets) = t.get("target").and_then(|v| v.as_table()) {
         for cfg in targets.values().filter_map(|v| v.as_table()) {
             tables.extend(["dependencies", "dev-dependencies", "build-dependencies"].iter().filter_map(|k| cfg.get(*k).and_then(|v| v.as_table())));

@@ -27,9 +27,9 @@ fn root() -> PathBuf {
 }
 
 fn toolchain_prefix() -> PathBuf {
-    std::env::var_os("WASM_TOOLCHAIN_PREFIX").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())).join(".local/wasm-toolchain")
-    })
+    std::env::var_os("WASM_TOOLCHAIN_PREFIX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())).join(".local/wasm-toolchain"))
 }
 
 fn main() -> ExitCode {
@@ -85,11 +85,7 @@ fn cargo() -> Command {
 fn in_wasm_env(program: &str) -> Command {
     let env_sh = toolchain_prefix().join("env.sh");
     let mut c = Command::new("bash");
-    c.current_dir(root())
-        .arg("-c")
-        .arg("source \"$0\" && exec \"$@\"")
-        .arg(env_sh)
-        .arg(program);
+    c.current_dir(root()).arg("-c").arg("source \"$0\" && exec \"$@\"").arg(env_sh).arg(program);
     c
 }
 
@@ -119,18 +115,41 @@ fn dist(local: bool) -> Result {
     }
     // Two bundles of the same app: `calc` renders the calculator, `app` every other page (a page
     // links to the other bundle's pages with a normal navigation), so neither carries the other.
-    run(in_wasm_env("cargo").args(["build", "-p", "headroom-site", "--bin", "headroom-site", "--bin", "lab", "--features", "csr", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
+    run(in_wasm_env("cargo").args([
+        "build",
+        "-p",
+        "headroom-site",
+        "--bin",
+        "headroom-site",
+        "--bin",
+        "lab",
+        "--features",
+        "csr",
+        "--target",
+        WASM_TARGET,
+        "--profile",
+        WASM_PROFILE,
+    ]))?;
     // The calculator on its own, with `slim`: it does not read the dataset fields its data leaves
     // empty, so their deserializers stay out of its first load.
-    run(in_wasm_env("cargo").args(["build", "-p", "headroom-site", "--bin", "calc", "--features", "csr,slim", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
+    run(in_wasm_env("cargo").args([
+        "build",
+        "-p",
+        "headroom-site",
+        "--bin",
+        "calc",
+        "--features",
+        "csr,slim",
+        "--target",
+        WASM_TARGET,
+        "--profile",
+        WASM_PROFILE,
+    ]))?;
     let stage = root.join("target/site-stage");
     let _ = std::fs::remove_dir_all(&stage);
     for (bin, name) in BUNDLES {
         let wasm = root.join("target").join(WASM_TARGET).join(WASM_PROFILE).join(format!("{bin}.wasm"));
-        run(in_wasm_env("wasm-bindgen")
-            .args(["--target", "web", "--no-typescript", "--out-name", name, "--out-dir"])
-            .arg(&stage)
-            .arg(&wasm))?;
+        run(in_wasm_env("wasm-bindgen").args(["--target", "web", "--no-typescript", "--out-name", name, "--out-dir"]).arg(&stage).arg(&wasm))?;
         let bg = stage.join(format!("{name}_bg.wasm"));
         run(in_wasm_env("wasm-opt").args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int"]).arg(&bg).arg("-o").arg(&bg))?;
     }
@@ -139,10 +158,7 @@ fn dist(local: bool) -> Result {
     // user gives it a file (the first visit does not pay for them).
     run(in_wasm_env("cargo").args(["build", "-p", "headroom-modelfile", "--lib", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
     let mf_wasm = root.join("target").join(WASM_TARGET).join(WASM_PROFILE).join("headroom_modelfile.wasm");
-    run(in_wasm_env("wasm-bindgen")
-        .args(["--target", "web", "--no-typescript", "--out-name", "modelfile", "--out-dir"])
-        .arg(&stage)
-        .arg(&mf_wasm))?;
+    run(in_wasm_env("wasm-bindgen").args(["--target", "web", "--no-typescript", "--out-name", "modelfile", "--out-dir"]).arg(&stage).arg(&mf_wasm))?;
     let mf_bg = stage.join("modelfile_bg.wasm");
     run(in_wasm_env("wasm-opt").args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int"]).arg(&mf_bg).arg("-o").arg(&mf_bg))?;
 
@@ -150,10 +166,7 @@ fn dist(local: bool) -> Result {
     // (site/lab-worker.js); optimised for speed, not size (it replays millions of events).
     run(in_wasm_env("cargo").args(["build", "-p", "headroom-alloclab", "--lib", "--target", WASM_TARGET, "--profile", WASM_PROFILE]))?;
     let lab_wasm = root.join("target").join(WASM_TARGET).join(WASM_PROFILE).join("headroom_alloclab.wasm");
-    run(in_wasm_env("wasm-bindgen")
-        .args(["--target", "web", "--no-typescript", "--out-name", "alloclab", "--out-dir"])
-        .arg(&stage)
-        .arg(&lab_wasm))?;
+    run(in_wasm_env("wasm-bindgen").args(["--target", "web", "--no-typescript", "--out-name", "alloclab", "--out-dir"]).arg(&stage).arg(&lab_wasm))?;
     let lab_bg = stage.join("alloclab_bg.wasm");
     run(in_wasm_env("wasm-opt").args(["-O3", "--enable-bulk-memory", "--enable-nontrapping-float-to-int"]).arg(&lab_bg).arg("-o").arg(&lab_bg))?;
 
@@ -197,10 +210,7 @@ fn dist(local: bool) -> Result {
         write(&out.join(entry.file_name()), &read(&p)?)?;
     }
     let template = String::from_utf8(read(&root.join("site/index.html"))?).map_err(|e| e.to_string())?;
-    let marker = template
-        .lines()
-        .find(|l| l.contains("<!-- headroom:head"))
-        .ok_or("site/index.html lacks the <!-- headroom:head --> marker")?;
+    let marker = template.lines().find(|l| l.contains("<!-- headroom:head")).ok_or("site/index.html lacks the <!-- headroom:head --> marker")?;
     // The prerenderer puts each page's bundle (or, in the shells, a loader that picks one) where
     // `headroom:bundle` is, from the names in `headroom-bundles`.
     let names: Vec<String> = bundles.iter().map(|(name, js, wasm, ..)| format!("{name}=/{js} /{wasm}")).collect();
@@ -293,9 +303,7 @@ fn serve(args: &[String]) -> Result {
 }
 
 fn size() -> Result {
-    run(cargo()
-        .args(["test", "-q", "-p", "headroom-e2e", "--test", "size", "--", "--ignored", "--nocapture"])
-        .env("HEADROOM_SITE", root().join("site/dist")))
+    run(cargo().args(["test", "-q", "-p", "headroom-e2e", "--test", "size", "--", "--ignored", "--nocapture"]).env("HEADROOM_SITE", root().join("site/dist")))
 }
 
 /// The allocator lab's speed in Chromium: a million-entry snapshot swept over every setting on
@@ -319,7 +327,8 @@ fn with_postgres(args: &[String]) -> Result {
 /// compile for x86_64-pc-windows-gnu, cfg(windows) paths included. No Windows machine needed.
 fn windows() -> Result {
     const TARGET: &str = "x86_64-pc-windows-gnu";
-    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output().map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == TARGET));
+    let installed =
+        Command::new("rustup").args(["target", "list", "--installed"]).output().map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == TARGET));
     if !installed.unwrap_or(false) {
         return Err(format!("the {TARGET} target is not installed (`rustup target add {TARGET}`; scripts/setup.sh does it where rustup is present)"));
     }

@@ -109,11 +109,7 @@ impl Cluster {
 }
 
 fn version(bin: &Path) -> String {
-    Command::new(bin.join("postgres"))
-        .arg("--version")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|_| "?".into())
+    Command::new(bin.join("postgres")).arg("--version").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_else(|_| "?".into())
 }
 
 impl Drop for Cluster {

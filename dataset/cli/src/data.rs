@@ -5,9 +5,7 @@ use std::path::{Path, PathBuf};
 use headroom_core::load::{Loaded, load};
 
 pub fn default_data_dir() -> PathBuf {
-    std::env::var_os("HEADROOM_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../data"))
+    std::env::var_os("HEADROOM_DATA").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../data"))
 }
 
 use headroom_core::files::read_tree;
@@ -16,15 +14,8 @@ use headroom_core::files::read_tree;
 pub fn load_checked(dir: &Path) -> Result<Loaded, String> {
     let files = read_tree(dir)?;
     load(&files).map_err(|problems| {
-        let lines: Vec<String> = problems
-            .iter()
-            .map(|p| format!("  {}/{p}", dir.display()))
-            .collect();
-        format!(
-            "{} problem(s) in the data:\n{}",
-            problems.len(),
-            lines.join("\n")
-        )
+        let lines: Vec<String> = problems.iter().map(|p| format!("  {}/{p}", dir.display())).collect();
+        format!("{} problem(s) in the data:\n{}", problems.len(), lines.join("\n"))
     })
 }
 
@@ -35,7 +26,9 @@ pub fn check(dir: &Path, i18n: &Path) -> Result<(), String> {
     let refused: Vec<String> = d
         .alloc_recipes
         .iter()
-        .filter_map(|r| headroom_alloc::config::parse(&r.conf).err().map(|e| format!("  catalog/alloc-recipes.toml: recipe `{}`: PyTorch refuses `{}`: {e}", r.id, r.conf)))
+        .filter_map(|r| {
+            headroom_alloc::config::parse(&r.conf).err().map(|e| format!("  catalog/alloc-recipes.toml: recipe `{}`: PyTorch refuses `{}`: {e}", r.id, r.conf))
+        })
         .collect();
     if !refused.is_empty() {
         return Err(format!("{} problem(s) in the data:\n{}", refused.len(), refused.join("\n")));
@@ -54,14 +47,8 @@ pub fn check(dir: &Path, i18n: &Path) -> Result<(), String> {
         d.measurements.len()
     );
     let n: usize = guides.iter().map(|(_, g)| g.len()).sum();
-    let refs: usize = guides
-        .iter()
-        .flat_map(|(_, g)| g.iter().map(|x| x.claims.len()))
-        .sum();
-    println!(
-        "dataset check: OK: {n} guides in {} languages, {refs} claim references resolved",
-        guides.len()
-    );
+    let refs: usize = guides.iter().flat_map(|(_, g)| g.iter().map(|x| x.claims.len())).sum();
+    println!("dataset check: OK: {n} guides in {} languages, {refs} claim references resolved", guides.len());
     for (claim, why) in headroom_core::check::review_flags(d) {
         println!("dataset check: review claim {claim}: {why}");
     }
@@ -74,8 +61,7 @@ pub fn build(dir: &Path, i18n: &Path, out: &Path) -> Result<(), String> {
     let data_dir = out.join("data");
     std::fs::create_dir_all(&data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
     let path = data_dir.join("dataset.json");
-    std::fs::write(&path, loaded.dataset.to_json())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&path, loaded.dataset.to_json()).map_err(|e| format!("{}: {e}", path.display()))?;
     // Per language: the compact data every page loads (the calculator a part of it), the claims'
     // details (claim pages), the rendered guides (guide pages) and the UI strings (the browser app
     // carries none).
@@ -86,34 +72,15 @@ pub fn build(dir: &Path, i18n: &Path, out: &Path) -> Result<(), String> {
     for lang in headroom_core::Lang::ALL {
         let full = loaded.dataset.for_lang(lang);
         let mut compact = full.compact();
-        compact.guides = guides
-            .iter()
-            .find(|(l, _)| *l == lang)
-            .map(|(_, g)| g.iter().map(|x| x.summary()).collect())
-            .unwrap_or_default();
-        write(
-            format!("calc-{}.json", lang.code()),
-            compact.for_calculator().to_json(),
-        )?;
+        compact.guides = guides.iter().find(|(l, _)| *l == lang).map(|(_, g)| g.iter().map(|x| x.summary()).collect()).unwrap_or_default();
+        write(format!("calc-{}.json", lang.code()), compact.for_calculator().to_json())?;
         write(format!("{}.json", lang.code()), compact.to_json())?;
-        write(
-            format!("details-{}.json", lang.code()),
-            serde_json::to_string(&full.details()).expect("details serialize"),
-        )?;
-        write(
-            format!("ui-{}.json", lang.code()),
-            headroom_i18n::table_json(lang),
-        )?;
-        write(
-            format!("ui-calc-{}.json", lang.code()),
-            headroom_i18n::table_json_omitting(lang, headroom_i18n::calculator_omits),
-        )?;
+        write(format!("details-{}.json", lang.code()), serde_json::to_string(&full.details()).expect("details serialize"))?;
+        write(format!("ui-{}.json", lang.code()), headroom_i18n::table_json(lang))?;
+        write(format!("ui-calc-{}.json", lang.code()), headroom_i18n::table_json_omitting(lang, headroom_i18n::calculator_omits))?;
     }
     for (lang, g) in &guides {
-        write(
-            format!("guides-{}.json", lang.code()),
-            serde_json::to_string(g).expect("guides serialize"),
-        )?;
+        write(format!("guides-{}.json", lang.code()), serde_json::to_string(g).expect("guides serialize"))?;
     }
     println!(
         "dataset build: {} claims -> {} (all languages); per language in {}: <lang>.json (compact), calc-<lang>.json, details-<lang>.json, guides-<lang>.json, ui-<lang>.json, ui-calc-<lang>.json",
@@ -141,45 +108,23 @@ pub fn claims(dir: &Path, json: bool) -> Result<(), String> {
                     obj.entry(key).or_insert(serde_json::Value::Null);
                 }
                 for key in ["origins", "conditions"] {
-                    obj.entry(key).or_insert_with(|| {
-                        if key == "origins" {
-                            serde_json::json!([])
-                        } else {
-                            serde_json::json!({})
-                        }
-                    });
+                    obj.entry(key).or_insert_with(|| if key == "origins" { serde_json::json!([]) } else { serde_json::json!({}) });
                 }
                 v
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&claims).expect("json"));
     } else {
-        let width = loaded
-            .dataset
-            .claims
-            .iter()
-            .map(|c| c.id.len())
-            .max()
-            .unwrap_or(2);
+        let width = loaded.dataset.claims.iter().map(|c| c.id.len()).max().unwrap_or(2);
         for c in &loaded.dataset.claims {
-            println!(
-                "{:<width$}  {:<12}  {:<13}  {}",
-                c.id,
-                c.verdict.as_str(),
-                c.topic.map_or("", |x| x.as_str()),
-                c.statement.en
-            );
+            println!("{:<width$}  {:<12}  {:<13}  {}", c.id, c.verdict.as_str(), c.topic.map_or("", |x| x.as_str()), c.statement.en);
         }
         let mut counts = std::collections::BTreeMap::new();
         for c in &loaded.dataset.claims {
             *counts.entry(c.verdict.as_str()).or_insert(0) += 1;
         }
         let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
-        println!(
-            "{} claims: {}",
-            loaded.dataset.claims.len(),
-            summary.join(", ")
-        );
+        println!("{} claims: {}", loaded.dataset.claims.len(), summary.join(", "));
     }
     Ok(())
 }
@@ -193,17 +138,10 @@ pub fn default_measurements_dir() -> PathBuf {
 }
 
 /// `dataset fit`: one JSON document per input workload (an array when the input is an array).
-pub fn fit(
-    dir: &Path,
-    input: &Path,
-    gpu: Option<&str>,
-    other_gib: &str,
-    ram_gib: Option<f64>,
-) -> Result<(), String> {
+pub fn fit(dir: &Path, input: &Path, gpu: Option<&str>, other_gib: &str, ram_gib: Option<f64>) -> Result<(), String> {
     let text = if input.as_os_str() == "-" {
         let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map_err(|e| format!("stdin: {e}"))?;
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| format!("stdin: {e}"))?;
         s
     } else {
         std::fs::read_to_string(input).map_err(|e| format!("{}: {e}", input.display()))?
@@ -217,25 +155,11 @@ pub fn fit(
     };
     let mut out = Vec::new();
     for (i, w) in workloads.iter().enumerate() {
-        let f = if cards.is_empty() {
-            headroom_core::fit::fit(&loaded.dataset, w)
-        } else {
-            headroom_core::fit::fit_on_cards(&loaded.dataset, w, &cards)
-        }
-        .map_err(|e| {
-            if is_array {
-                format!("workload [{i}]: {e}")
-            } else {
-                e
-            }
-        })?;
+        let f = if cards.is_empty() { headroom_core::fit::fit(&loaded.dataset, w) } else { headroom_core::fit::fit_on_cards(&loaded.dataset, w, &cards) }
+            .map_err(|e| if is_array { format!("workload [{i}]: {e}") } else { e })?;
         out.push(serde_json::to_value(f).expect("fit serializes"));
     }
-    let doc = if is_array {
-        serde_json::Value::Array(out)
-    } else {
-        out.remove(0)
-    };
+    let doc = if is_array { serde_json::Value::Array(out) } else { out.remove(0) };
     println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
     Ok(())
 }
@@ -274,24 +198,16 @@ pub fn read_model_file(path: &Path) -> Result<headroom_core::modelfile::ModelFil
     loop {
         let target = want.min(len);
         if (buf.len() as u64) < target {
-            f.seek(SeekFrom::Start(buf.len() as u64))
-                .map_err(|e| format!("{shown}: {e}"))?;
+            f.seek(SeekFrom::Start(buf.len() as u64)).map_err(|e| format!("{shown}: {e}"))?;
             let mut more = vec![0u8; (target - buf.len() as u64) as usize];
-            f.read_exact(&mut more)
-                .map_err(|e| format!("{shown}: {e}"))?;
+            f.read_exact(&mut more).map_err(|e| format!("{shown}: {e}"))?;
             buf.extend_from_slice(&more);
         }
         let sniffed = headroom_core::modelfile::sniff(&buf);
-        let is_json = matches!(
-            sniffed,
-            headroom_core::modelfile::Kind::Config
-                | headroom_core::modelfile::Kind::SafetensorsIndex
-        );
+        let is_json = matches!(sniffed, headroom_core::modelfile::Kind::Config | headroom_core::modelfile::Kind::SafetensorsIndex);
         if is_json && (buf.len() as u64) < len {
             if len > 64 << 20 {
-                return Err(format!(
-                    "{shown}: a JSON file of {len} bytes is too large for a config or an index"
-                ));
+                return Err(format!("{shown}: a JSON file of {len} bytes is too large for a config or an index"));
             }
             want = len;
             continue;
@@ -299,9 +215,7 @@ pub fn read_model_file(path: &Path) -> Result<headroom_core::modelfile::ModelFil
         match parse(&buf) {
             Err(ParseError::NeedBytes(n)) if n > buf.len() as u64 && (buf.len() as u64) < len => {
                 if n > MAX_HEADER {
-                    return Err(format!(
-                        "{shown}: the header claims {n} bytes, more than the 1 GiB this tool reads"
-                    ));
+                    return Err(format!("{shown}: the header claims {n} bytes, more than the 1 GiB this tool reads"));
                 }
                 want = n.max(want * 2);
             }
@@ -328,40 +242,22 @@ pub fn model(dir: &Path, path: &Path, config: Option<&Path>, json: bool) -> Resu
     let config_value = match &config_path {
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            Some(
-                serde_json::from_str::<serde_json::Value>(&text)
-                    .map_err(|e| format!("{}: not JSON: {e}", p.display()))?,
-            )
+            Some(serde_json::from_str::<serde_json::Value>(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))?)
         }
         None => None,
     };
     let loaded = load_checked(dir)?;
-    let d = describe(
-        &loaded.dataset,
-        &with_diffusion(&loaded.dataset, &file),
-        config_value.as_ref(),
-    );
+    let d = describe(&loaded.dataset, &with_diffusion(&loaded.dataset, &file), config_value.as_ref());
     if json {
         println!("{}", serde_json::to_string_pretty(&d).expect("json"));
         return Ok(());
     }
     let gib = |b: u64| {
-        if b >= 1 << 30 {
-            format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
-        } else {
-            format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
-        }
+        if b >= 1 << 30 { format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64) } else { format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64) }
     };
     println!("{}: {} ({} tensors)", path.display(), d.format, d.tensors);
     if let Some(b) = d.weight_bytes {
-        println!(
-            "weights: {} ({b} bytes){}",
-            gib(b),
-            d.weights_format
-                .as_ref()
-                .map(|f| format!(", format {f}"))
-                .unwrap_or_default()
-        );
+        println!("weights: {} ({b} bytes){}", gib(b), d.weights_format.as_ref().map(|f| format!(", format {f}")).unwrap_or_default());
     }
     for t in &d.by_type {
         println!("  {:<8} {:>6} tensors  {}", t.name, t.tensors, gib(t.bytes));
@@ -371,15 +267,9 @@ pub fn model(dir: &Path, path: &Path, config: Option<&Path>, json: bool) -> Resu
             "architecture: {} ({}{}), {} parameters{}",
             a.name,
             a.origin.source,
-            a.origin
-                .model_type
-                .as_ref()
-                .map(|t| format!(", model_type {t}"))
-                .unwrap_or_default(),
+            a.origin.model_type.as_ref().map(|t| format!(", model_type {t}")).unwrap_or_default(),
             a.params,
-            a.active_params
-                .map(|x| format!(", {x} active per token"))
-                .unwrap_or_default()
+            a.active_params.map(|x| format!(", {x} active per token")).unwrap_or_default()
         );
         println!(
             "  {} layers, hidden {}, {} heads ({} KV) × {}, vocab {}, context {}{}{}",
@@ -390,33 +280,15 @@ pub fn model(dir: &Path, path: &Path, config: Option<&Path>, json: bool) -> Resu
             a.head_dim,
             a.vocab,
             a.max_context,
-            a.experts
-                .map(|e| format!(
-                    ", {e} experts ({} per token)",
-                    a.experts_per_token.unwrap_or(0)
-                ))
-                .unwrap_or_default(),
-            a.sliding_window
-                .map(|w| format!(
-                    ", sliding window {w} on {} layers",
-                    a.sliding_layers.unwrap_or(a.layers)
-                ))
-                .unwrap_or_default()
+            a.experts.map(|e| format!(", {e} experts ({} per token)", a.experts_per_token.unwrap_or(0))).unwrap_or_default(),
+            a.sliding_window.map(|w| format!(", sliding window {w} on {} layers", a.sliding_layers.unwrap_or(a.layers))).unwrap_or_default()
         );
         if let Some(c) = &a.origin.counted {
             println!("  counted: {c}");
         }
     }
     if let Some(r) = &d.diffusion {
-        println!(
-            "diffusion checkpoint: {} ({} layout){}",
-            r.model,
-            r.layout,
-            r.format
-                .as_ref()
-                .map(|f| format!(", denoiser in {f}"))
-                .unwrap_or_default()
-        );
+        println!("diffusion checkpoint: {} ({} layout){}", r.model, r.layout, r.format.as_ref().map(|f| format!(", denoiser in {f}")).unwrap_or_default());
         for (role, bytes, values) in &r.components {
             println!("  {role:<14} {}  {values} values", gib(*bytes));
         }
@@ -428,16 +300,10 @@ pub fn model(dir: &Path, path: &Path, config: Option<&Path>, json: bool) -> Resu
         println!("note: {n}");
     }
     if let Some(w) = &d.diffusion_workload {
-        println!(
-            "for dataset fit: {}",
-            serde_json::to_string(w).expect("json")
-        );
+        println!("for dataset fit: {}", serde_json::to_string(w).expect("json"));
     }
     if let Some(m) = &d.model {
-        println!(
-            "for dataset fit: \"model\": {}",
-            serde_json::to_string(m).expect("json")
-        );
+        println!("for dataset fit: \"model\": {}", serde_json::to_string(m).expect("json"));
     }
     Ok(())
 }
@@ -450,32 +316,14 @@ fn jsonl_files(dir: &Path, prefix: &str) -> Result<Vec<(PathBuf, String)>, Strin
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(prefix))
-        })
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix)))
         .collect();
     entries.sort();
-    entries
-        .into_iter()
-        .map(|p| {
-            std::fs::read_to_string(&p)
-                .map(|t| (p.clone(), t))
-                .map_err(|e| format!("{}: {e}", p.display()))
-        })
-        .collect()
+    entries.into_iter().map(|p| std::fs::read_to_string(&p).map(|t| (p.clone(), t)).map_err(|e| format!("{}: {e}", p.display()))).collect()
 }
 
-pub fn accuracy(
-    dir: &Path,
-    measurements: &Path,
-    llamacpp: &Path,
-    json: bool,
-) -> Result<(), String> {
-    use headroom_core::fit::accuracy::{
-        accuracy, llama_accuracy, parse_llama_references, parse_references,
-    };
+pub fn accuracy(dir: &Path, measurements: &Path, llamacpp: &Path, json: bool) -> Result<(), String> {
+    use headroom_core::fit::accuracy::{accuracy, llama_accuracy, parse_llama_references, parse_references};
     let loaded = load_checked(dir)?;
     let mut refs = Vec::new();
     for (p, text) in jsonl_files(measurements, "")? {
@@ -488,17 +336,10 @@ pub fn accuracy(
     }
     let lrows = llama_accuracy(&loaded.dataset, &lrefs)?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"pytorch": rows, "llamacpp": lrows}))
-                .expect("json")
-        );
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"pytorch": rows, "llamacpp": lrows})).expect("json"));
     } else {
         const G: f64 = 1024.0 * 1024.0 * 1024.0;
-        println!(
-            "{:<52} {:>10} {:>10} {:>8} {:>9}   {:>10} {:>10}",
-            "case", "measured", "predicted", "error", "GiB", "device", "predicted"
-        );
+        println!("{:<52} {:>10} {:>10} {:>8} {:>9}   {:>10} {:>10}", "case", "measured", "predicted", "error", "GiB", "device", "predicted");
         for r in &rows {
             println!(
                 "{:<52} {:>10.3} {:>10.3} {:>+7.1}% {:>+9.3}   {:>10.3} {:>10.3}{}",
@@ -509,26 +350,13 @@ pub fn accuracy(
                 r.error_bytes as f64 / G,
                 r.measured_device as f64 / G,
                 r.predicted_device as f64 / G,
-                if r.within_tolerance {
-                    ""
-                } else {
-                    "  OUT OF TOLERANCE"
-                }
+                if r.within_tolerance { "" } else { "  OUT OF TOLERANCE" }
             );
         }
         for kind in ["llm-inference", "training", "diffusion"] {
-            if let Some(w) = rows
-                .iter()
-                .filter(|r| r.kind == kind)
-                .max_by(|a, b| a.error.abs().partial_cmp(&b.error.abs()).unwrap())
-            {
+            if let Some(w) = rows.iter().filter(|r| r.kind == kind).max_by(|a, b| a.error.abs().partial_cmp(&b.error.abs()).unwrap()) {
                 let n = rows.iter().filter(|r| r.kind == kind).count();
-                println!(
-                    "{kind}: {n} cases, worst {} {:+.1}% ({:+.3} GiB)",
-                    w.id,
-                    w.error * 100.0,
-                    w.error_bytes as f64 / G
-                );
+                println!("{kind}: {n} cases, worst {} {:+.1}% ({:+.3} GiB)", w.id, w.error * 100.0, w.error_bytes as f64 / G);
             }
         }
         const M: f64 = 1024.0 * 1024.0;
@@ -540,18 +368,9 @@ pub fn accuracy(
         for r in &lrows {
             let est = r
                 .llamacpp_estimate
-                .map(|e| {
-                    format!(
-                        "{:>9.0} {:>+7.1}%",
-                        e as f64 / M,
-                        (e as f64 / r.measured as f64 - 1.0) * 100.0
-                    )
-                })
+                .map(|e| format!("{:>9.0} {:>+7.1}%", e as f64 / M, (e as f64 / r.measured as f64 - 1.0) * 100.0))
                 .unwrap_or_else(|| format!("{:>9} {:>8}", "-", "-"));
-            let host = r
-                .host_measured
-                .map(|h| format!("{:>8.0}", h as f64 / M))
-                .unwrap_or_else(|| format!("{:>8}", "-"));
+            let host = r.host_measured.map(|h| format!("{:>8.0}", h as f64 / M)).unwrap_or_else(|| format!("{:>8}", "-"));
             println!(
                 "{:<62} {:>9.0} {:>9.0} {:>+7.1}% {:>+8.0}   {}   {} {:>8.0}{}{}",
                 r.id,
@@ -562,16 +381,8 @@ pub fn accuracy(
                 est,
                 host,
                 r.host_predicted as f64 / M,
-                if r.within_tolerance {
-                    ""
-                } else {
-                    "  OUT OF TOLERANCE"
-                },
-                if r.host_within_tolerance {
-                    ""
-                } else {
-                    "  RAM OUT OF TOLERANCE"
-                }
+                if r.within_tolerance { "" } else { "  OUT OF TOLERANCE" },
+                if r.host_within_tolerance { "" } else { "  RAM OUT OF TOLERANCE" }
             );
         }
         let split: Vec<_> = lrows.iter().flat_map(|r| r.devices.iter().map(move |d| (r, d))).collect();
@@ -599,23 +410,10 @@ pub fn accuracy(
                 );
             }
         }
-        if let Some(w) = lrows
-            .iter()
-            .max_by(|a, b| a.error.abs().partial_cmp(&b.error.abs()).unwrap())
-        {
-            println!(
-                "llama.cpp: {} cases, worst {} {:+.1}% ({:+.0} MiB)",
-                lrows.len(),
-                w.id,
-                w.error * 100.0,
-                w.error_bytes as f64 / M
-            );
+        if let Some(w) = lrows.iter().max_by(|a, b| a.error.abs().partial_cmp(&b.error.abs()).unwrap()) {
+            println!("llama.cpp: {} cases, worst {} {:+.1}% ({:+.0} MiB)", lrows.len(), w.id, w.error * 100.0, w.error_bytes as f64 / M);
         }
-        if let Some(w) = lrows
-            .iter()
-            .filter_map(|r| Some((r, r.host_measured?)))
-            .max_by_key(|(r, m)| (r.host_predicted as i64 - *m as i64).unsigned_abs())
-        {
+        if let Some(w) = lrows.iter().filter_map(|r| Some((r, r.host_measured?))).max_by_key(|(r, m)| (r.host_predicted as i64 - *m as i64).unsigned_abs()) {
             println!(
                 "llama.cpp host buffers (system RAM): {} cases against llama.cpp's own figure, worst {} {:+.0} MiB",
                 lrows.iter().filter(|r| r.host_measured.is_some()).count(),
@@ -631,13 +429,5 @@ pub fn accuracy(
         .chain(lrows.iter().filter(|r| !r.host_within_tolerance).map(|r| r.id.as_str()))
         .chain(lrows.iter().filter(|r| r.devices.iter().any(|d| !d.within_tolerance)).map(|r| r.id.as_str()))
         .collect();
-    if bad.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} case(s) outside 5 % / 0.5 GiB: {}",
-            bad.len(),
-            bad.join(", ")
-        ))
-    }
+    if bad.is_empty() { Ok(()) } else { Err(format!("{} case(s) outside 5 % / 0.5 GiB: {}", bad.len(), bad.join(", "))) }
 }

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use headroom_core::guides::{check_languages, render_lang, Guide};
+use headroom_core::guides::{Guide, check_languages, render_lang};
 use headroom_core::{Dataset, Lang, Verdict};
 use headroom_i18n::{k, t};
 

@@ -150,20 +150,10 @@ enum Command {
         #[arg(long, default_value_os_t = data::default_data_dir())]
         data: PathBuf,
         /// Accept the submission with this id (it then counts in `dataset aggregate`).
-        #[arg(
-            long,
-            value_name = "ID",
-            conflicts_with = "reject",
-            allow_hyphen_values = true
-        )]
+        #[arg(long, value_name = "ID", conflicts_with = "reject", allow_hyphen_values = true)]
         accept: Option<String>,
         /// Reject the submission with this id (needs --reason).
-        #[arg(
-            long,
-            value_name = "ID",
-            requires = "reason",
-            allow_hyphen_values = true
-        )]
+        #[arg(long, value_name = "ID", requires = "reason", allow_hyphen_values = true)]
         reject: Option<String>,
         /// Why it is rejected (returned to the submitter by the API).
         #[arg(long, value_name = "TEXT", requires = "reject")]
@@ -188,25 +178,9 @@ fn main() -> ExitCode {
         Command::Check { data, i18n } => data::check(&data, &i18n),
         Command::Build { data, i18n, out } => data::build(&data, &i18n, &out),
         Command::Claims { data, json } => data::claims(&data, json),
-        Command::Fit {
-            input,
-            data,
-            gpu,
-            other_gib,
-            ram_gib,
-        } => data::fit(&data, &input, gpu.as_deref(), &other_gib, ram_gib),
-        Command::Model {
-            path,
-            config,
-            data,
-            json,
-        } => data::model(&data, &path, config.as_deref(), json),
-        Command::Accuracy {
-            data,
-            measurements,
-            llamacpp,
-            json,
-        } => data::accuracy(&data, &measurements, &llamacpp, json),
+        Command::Fit { input, data, gpu, other_gib, ram_gib } => data::fit(&data, &input, gpu.as_deref(), &other_gib, ram_gib),
+        Command::Model { path, config, data, json } => data::model(&data, &path, config.as_deref(), json),
+        Command::Accuracy { data, measurements, llamacpp, json } => data::accuracy(&data, &measurements, &llamacpp, json),
         Command::Serve {
             addr,
             db,
@@ -222,34 +196,20 @@ fn main() -> ExitCode {
         } => match secret_file.map_or_else(|| db.default_secret_file(), Ok) {
             Err(e) => Err(e),
             Ok(secret_file) => serve::run(serve::Options {
-            secret_file,
-            addr,
-            db,
-            site,
-            data,
-            rate_limit,
-            rate_burst,
-            trusted_proxies,
-            max_connections_per_client,
-            write_timeout: std::time::Duration::from_secs(write_timeout.max(1)),
-            max_db_bytes: max_db_mib.map(|m| m << 20),
-        }),
+                secret_file,
+                addr,
+                db,
+                site,
+                data,
+                rate_limit,
+                rate_burst,
+                trusted_proxies,
+                max_connections_per_client,
+                write_timeout: std::time::Duration::from_secs(write_timeout.max(1)),
+                max_db_bytes: max_db_mib.map(|m| m << 20),
+            }),
         },
-        Command::Review {
-            db,
-            data,
-            accept,
-            reject,
-            reason,
-            json,
-        } => review::review(
-            &db,
-            &data,
-            accept.as_deref(),
-            reject.as_deref(),
-            reason.as_deref(),
-            json,
-        ),
+        Command::Review { db, data, accept, reject, reason, json } => review::review(&db, &data, accept.as_deref(), reject.as_deref(), reason.as_deref(), json),
         Command::Aggregate { db, data } => review::aggregate(&db, &data),
     };
     match result {

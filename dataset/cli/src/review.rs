@@ -65,7 +65,13 @@ pub fn clusters(subs: &[Submission]) -> Vec<String> {
             .collect();
         let times: Vec<f64> = group.iter().filter_map(|s| report::unix_seconds(&s.received_at)).collect();
         let span = times.iter().copied().reduce(f64::max).unwrap_or(0.0) - times.iter().copied().reduce(f64::min).unwrap_or(0.0);
-        let apart = if span < 120.0 { format!("{span:.0} s apart") } else if span < 7200.0 { format!("{:.0} min apart", span / 60.0) } else { format!("{:.1} h apart", span / 3600.0) };
+        let apart = if span < 120.0 {
+            format!("{span:.0} s apart")
+        } else if span < 7200.0 {
+            format!("{:.0} min apart", span / 60.0)
+        } else {
+            format!("{:.1} h apart", span / 3600.0)
+        };
         let ids: Vec<&str> = group.iter().map(|s| s.id.as_str()).collect();
         out.push(format!(
             "{} reports, 1 prefix ({}), {} install id{}, {apart}: {}",
@@ -205,9 +211,8 @@ pub fn aggregate(db: &Db, data: &Path) -> Result<(), String> {
     let mut reports: Vec<(String, Report, report::Origin)> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
     for s in &accepted {
-        let checked = serde_json::from_str::<Value>(&s.document)
-            .map_err(|e| e.to_string())
-            .and_then(|v| report::check_value(&v, gpus).map_err(|r| r.message()));
+        let checked =
+            serde_json::from_str::<Value>(&s.document).map_err(|e| e.to_string()).and_then(|v| report::check_value(&v, gpus).map_err(|r| r.message()));
         match checked {
             Ok(c) => match c.gpu {
                 Some(gpu) => reports.push((gpu, c.report, report::Origin { prefix: s.prefix_tag.clone(), received_at: s.received_at.clone() })),

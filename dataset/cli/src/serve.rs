@@ -10,25 +10,23 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
-use axum::middleware::{from_fn, from_fn_with_state, Next};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, MethodRouter};
-use axum::Router;
-use headroom_core::report::{self, Rejection};
+use axum::routing::{MethodRouter, get, post};
 use headroom_core::Gpu;
-use serde_json::{json, Value};
+use headroom_core::report::{self, Rejection};
+use serde_json::{Value, json};
 use tower_http::services::ServeDir;
 
 use crate::ingest::{self, RateLimiter};
 use crate::store::{Inserted, NewSubmission, Store, StoreError};
 
 pub fn default_site_dir() -> PathBuf {
-    std::env::var_os("HEADROOM_SITE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../site/dist"))
+    std::env::var_os("HEADROOM_SITE").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../site/dist"))
 }
 
 /// Every API route, as (method, path under `/api/v1`). The router is built from this table and a
@@ -146,7 +144,9 @@ enum ApiError {
     UnsupportedMediaType,
     ForbiddenOrigin,
     /// `close`: the declared length is beyond what the server drains, so it closes the connection.
-    PayloadTooLarge { close: bool },
+    PayloadTooLarge {
+        close: bool,
+    },
     UnreadableBody,
     /// A report refused by the core's checks (400 `invalid_json`, or 422 with fields and problems).
     Rejected(Rejection),
@@ -154,7 +154,9 @@ enum ApiError {
     NotFound(String),
     MethodNotAllowed,
     RequestTimeout,
-    RateLimited { retry_after: u64 },
+    RateLimited {
+        retry_after: u64,
+    },
     /// The store failed; the cause is logged.
     Unavailable(String),
     /// Anything else that failed; the cause is logged.
@@ -342,7 +344,7 @@ async fn submit(State(state): State<AppState>, client: Option<axum::Extension<Cl
         content_hash: ingest::content_hash(&checked.canonical),
         received_at: ingest::now_rfc3339(),
         document: checked.canonical,
-        prefix_tag: client.map(|c| state.tagger.prefix_tag(c.0 .0)),
+        prefix_tag: client.map(|c| state.tagger.prefix_tag(c.0.0)),
         agent_tag: Some(state.tagger.agent_tag(&agent)),
     };
     // Answered by the database writer once the commit holding the row is on disk.
@@ -481,28 +483,29 @@ fn router_with(state: AppState, site: &Path) -> Router {
     }
     let api = api.fallback(api_not_found).method_not_allowed_fallback(method_not_allowed).layer(from_fn(api_guard));
     // `cargo xtask dist` writes .br and .gz next to each file; those go out when accepted.
-    let static_files =
-        ServeDir::new(site).precompressed_br().precompressed_gzip().fallback(get(app_shell).with_state(state.clone()));
+    let static_files = ServeDir::new(site).precompressed_br().precompressed_gzip().fallback(get(app_shell).with_state(state.clone()));
     let static_files = Router::new().fallback_service(static_files).layer(from_fn(long_segments));
     Router::new()
         .nest("/api/v1", api)
         .fallback_service(static_files)
         // Whatever else is compressible goes out brotli- or gzip-compressed when accepted.
         .layer(tower_http::compression::CompressionLayer::new())
-        .layer(tower_http::set_header::SetResponseHeaderLayer::overriding(
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        ))
+        .layer(tower_http::set_header::SetResponseHeaderLayer::overriding(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| ApiError::Internal("a handler panicked".into()).into_response()))
         .with_state(state)
 }
 
 pub fn router(store: Arc<dyn Store>, site: &Path, gpus: Vec<Gpu>, limiter: RateLimiter, tagger: crate::ingest::Tagger) -> Result<Router, String> {
     let index = site.join("index.html");
-    let index_html = std::fs::read_to_string(&index).map_err(|e| {
-        format!("{}: {e} (build the site first: `cargo xtask dist`)", index.display())
-    })?;
-    let state = AppState { store, index_html: Arc::new(index_html), site: Arc::new(site.to_path_buf()), gpus: Arc::new(gpus), limiter: Arc::new(limiter), tagger: Arc::new(tagger) };
+    let index_html = std::fs::read_to_string(&index).map_err(|e| format!("{}: {e} (build the site first: `cargo xtask dist`)", index.display()))?;
+    let state = AppState {
+        store,
+        index_html: Arc::new(index_html),
+        site: Arc::new(site.to_path_buf()),
+        gpus: Arc::new(gpus),
+        limiter: Arc::new(limiter),
+        tagger: Arc::new(tagger),
+    };
     Ok(router_with(state, site))
 }
 
@@ -637,10 +640,8 @@ async fn serve_connections(listener: tokio::net::TcpListener, app: Router, rules
             tower::ServiceExt::oneshot(app.clone(), req.map(Body::new))
         });
         let io = WriteTimeout::new(stream, rules.write_timeout);
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_TIMEOUT)
-            .serve_connection(TokioIo::new(io), service);
+        let conn =
+            hyper::server::conn::http1::Builder::new().timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT).serve_connection(TokioIo::new(io), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _ = conn.await;
@@ -674,10 +675,9 @@ impl<T> WriteTimeout<T> {
         let timeout = self.timeout;
         let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         match sleep.as_mut().poll(cx) {
-            std::task::Poll::Ready(()) => std::task::Poll::Ready(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "the client read nothing for the write timeout",
-            )),
+            std::task::Poll::Ready(()) => {
+                std::task::Poll::Ready(std::io::Error::new(std::io::ErrorKind::TimedOut, "the client read nothing for the write timeout"))
+            }
             std::task::Poll::Pending => std::task::Poll::Pending,
         }
     }

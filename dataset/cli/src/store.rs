@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 mod postgres;
 pub use self::postgres::Postgres;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension, params};
 
 pub fn default_db_path() -> PathBuf {
     PathBuf::from("var/headroom.sqlite3")
@@ -75,7 +75,9 @@ impl Db {
     pub fn default_secret_file(&self) -> Result<PathBuf, String> {
         match self {
             Db::Sqlite(path) => Ok(path.with_extension("secret")),
-            Db::Postgres(_) => Err("with a PostgreSQL database pass --secret-file PATH (every server process of the deployment must use the same secret)".into()),
+            Db::Postgres(_) => {
+                Err("with a PostgreSQL database pass --secret-file PATH (every server process of the deployment must use the same secret)".into())
+            }
         }
     }
 }
@@ -310,8 +312,7 @@ impl Sqlite {
                     // PASSIVE never blocks the writer. While the writer keeps appending, checkpoint
                     // again right away until it has caught up: the writer can only start the WAL
                     // over (and keep it small) once every frame is in the database file.
-                    let frames = checkpoint_conn
-                        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
+                    let frames = checkpoint_conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
                     wait = match frames {
                         Ok((log, done)) if done < log => std::time::Duration::from_millis(2),
                         _ => CHECKPOINT_EVERY,
@@ -462,10 +463,7 @@ impl Store for Sqlite {
 
     fn get(&self, id: &str) -> Result<Option<Submission>, StoreError> {
         let conn = self.conn()?;
-        let row = conn
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM submissions WHERE id = ?1"))?
-            .query_row(params![id], row_to_submission)
-            .optional()?;
+        let row = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM submissions WHERE id = ?1"))?.query_row(params![id], row_to_submission).optional()?;
         row.map(submission).transpose()
     }
 
@@ -479,13 +477,9 @@ impl Store for Sqlite {
     fn set_status(&self, id: &str, status: Status, reason: Option<&str>, at: &str) -> Result<Option<Status>, StoreError> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let before: Option<String> =
-            tx.query_row("SELECT status FROM submissions WHERE id = ?1", params![id], |r| r.get(0)).optional()?;
+        let before: Option<String> = tx.query_row("SELECT status FROM submissions WHERE id = ?1", params![id], |r| r.get(0)).optional()?;
         let Some(before) = before else { return Ok(None) };
-        tx.execute(
-            "UPDATE submissions SET status = ?2, reason = ?3, reviewed_at = ?4 WHERE id = ?1",
-            params![id, status.code(), reason, at],
-        )?;
+        tx.execute("UPDATE submissions SET status = ?2, reason = ?3, reviewed_at = ?4 WHERE id = ?1", params![id, status.code(), reason, at])?;
         tx.commit()?;
         Ok(Status::parse(&before))
     }
@@ -672,9 +666,7 @@ mod tests {
             .map(|t| {
                 let store = store.clone();
                 std::thread::spawn(move || {
-                    (0..25)
-                        .map(|i| store.insert_or_get(new(&format!("id-{t}-{i}"), &format!("hash-{}", (t * 25 + i) % 200))).unwrap())
-                        .collect::<Vec<_>>()
+                    (0..25).map(|i| store.insert_or_get(new(&format!("id-{t}-{i}"), &format!("hash-{}", (t * 25 + i) % 200))).unwrap()).collect::<Vec<_>>()
                 })
             })
             .collect();

@@ -6,8 +6,8 @@
 //! each checked against the card, the plan search, the answers): the calculator recomputes it on
 //! every keystroke (target: under 5 ms natively, 50 ms in the browser).
 
-use criterion::{criterion_group, criterion_main, Criterion};
-use headroom_core::fit::{fit, fit_on, parse_input, search::answers, Card, GIB};
+use criterion::{Criterion, criterion_group, criterion_main};
+use headroom_core::fit::{Card, GIB, fit, fit_on, parse_input, search::answers};
 use headroom_core::load::load;
 
 fn data_files() -> Vec<(String, String)> {
@@ -51,9 +51,7 @@ fn bench(c: &mut Criterion) {
         "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.40.1",
         "use_cache": true, "use_sliding_window": false, "vocab_size": 151936
     });
-    c.bench_function("config.json → architecture", |b| {
-        b.iter(|| headroom_core::hf::llm_from_config(std::hint::black_box(&config), None).unwrap())
-    });
+    c.bench_function("config.json → architecture", |b| b.iter(|| headroom_core::hf::llm_from_config(std::hint::black_box(&config), None).unwrap()));
     let budget = (8.0 * GIB) as u64;
     let searches = parse_input(&format!(
         r#"[{{"kind":"llm-inference","model":{{"hf_config":{config}}},"weights":"bf16","context":8192,"engine":"transformers"}},
@@ -63,9 +61,7 @@ fn bench(c: &mut Criterion) {
     ))
     .unwrap();
     for (label, w) in ["config.json model, transformers", "catalog model, Ollama", "training", "video diffusion"].iter().zip(&searches) {
-        c.bench_function(&format!("all answers for an 8 GiB card: {label}"), |b| {
-            b.iter(|| answers(&ds, std::hint::black_box(w), budget).unwrap())
-        });
+        c.bench_function(&format!("all answers for an 8 GiB card: {label}"), |b| b.iter(|| answers(&ds, std::hint::black_box(w), budget).unwrap()));
     }
     // The plan search where it works hardest: workloads far over a 12 GiB card.
     let card = Card::parse(&ds, "rtx-3060-12gb", 0.0).unwrap();

@@ -303,8 +303,7 @@ pub enum Modality {
 crate::string_enum!(Modality { Image = "image", Video = "video" });
 
 /// Component roles of a diffusion pipeline.
-pub const COMPONENT_ROLES: [&str; 8] =
-    ["denoiser", "denoiser-2", "text-encoder", "text-encoder-2", "text-encoder-3", "vae", "image-encoder", "upsampler"];
+pub const COMPONENT_ROLES: [&str; 8] = ["denoiser", "denoiser-2", "text-encoder", "text-encoder-2", "text-encoder-3", "vae", "image-encoder", "upsampler"];
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

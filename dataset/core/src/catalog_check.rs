@@ -3,17 +3,27 @@
 use std::collections::BTreeSet;
 
 use crate::catalog::*;
-use crate::check::{check_source, Problem};
+use crate::check::{Problem, check_source};
 use crate::{Dataset, Lang, SourceKind};
 
 fn id_ok(id: &str) -> bool {
-    !id.is_empty()
-        && !id.starts_with('-')
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+    !id.is_empty() && !id.starts_with('-') && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
 }
 
 /// The GPU fields a catalog source can say it backs.
-const GPU_FIELDS: &[&str] = &["name", "vendor", "architecture", "compute_capability", "llvm_target", "rocm_linux", "memory_gb", "memory_type", "bus_width_bits", "bandwidth_gbs", "interface"];
+const GPU_FIELDS: &[&str] = &[
+    "name",
+    "vendor",
+    "architecture",
+    "compute_capability",
+    "llvm_target",
+    "rocm_linux",
+    "memory_gb",
+    "memory_type",
+    "bus_width_bits",
+    "bandwidth_gbs",
+    "interface",
+];
 
 fn catalog_source(s: &crate::Source) -> Vec<String> {
     let mut out: Vec<String> = check_source(s).into_iter().map(|m| format!("source: {m}")).collect();
@@ -50,7 +60,8 @@ fn vendor_fields(g: &Gpu) -> Vec<String> {
             if !g.compute_capability.is_empty() {
                 m.push("compute_capability is an NVIDIA field (AMD: llvm_target)".into());
             }
-            let target_ok = g.llvm_target.as_deref().and_then(|t| t.strip_prefix("gfx")).is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit()));
+            let target_ok =
+                g.llvm_target.as_deref().and_then(|t| t.strip_prefix("gfx")).is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit()));
             if !target_ok {
                 m.push(format!("llvm_target {:?} must look like gfx1100", g.llvm_target));
             }
@@ -77,7 +88,9 @@ pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problem
         for (i, s) in g.extra_sources.iter().enumerate() {
             m.extend(catalog_source(s).into_iter().map(|x| format!("extra_sources[{i}] {x}")));
         }
-        for (where_, s) in std::iter::once(("source".to_string(), &g.source)).chain(g.extra_sources.iter().enumerate().map(|(i, s)| (format!("extra_sources[{i}]"), s))) {
+        for (where_, s) in
+            std::iter::once(("source".to_string(), &g.source)).chain(g.extra_sources.iter().enumerate().map(|(i, s)| (format!("extra_sources[{i}]"), s)))
+        {
             for b in s.backs.iter().filter(|b| !GPU_FIELDS.contains(&b.as_str())) {
                 m.push(format!("{where_}: backs `{b}`, not a GPU field ({})", GPU_FIELDS.join(", ")));
             }

@@ -37,9 +37,38 @@ impl fmt::Display for Problem {
 
 /// Units a value or a derivation may have (KB…TB decimal, KiB…TiB binary).
 pub const UNITS: [&str; 32] = [
-    "B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "GB/s", "TB/s", "bit", "bits/weight", "bytes/param",
-    "params", "tokens", "layers", "blocks", "frames", "px", "%", "x", "fraction", "us", "ms", "s", "min", "steps",
-    "images", "EUR/h", "version", "count",
+    "B",
+    "KB",
+    "MB",
+    "GB",
+    "TB",
+    "KiB",
+    "MiB",
+    "GiB",
+    "TiB",
+    "GB/s",
+    "TB/s",
+    "bit",
+    "bits/weight",
+    "bytes/param",
+    "params",
+    "tokens",
+    "layers",
+    "blocks",
+    "frames",
+    "px",
+    "%",
+    "x",
+    "fraction",
+    "us",
+    "ms",
+    "s",
+    "min",
+    "steps",
+    "images",
+    "EUR/h",
+    "version",
+    "count",
 ];
 
 /// Default relative tolerance between an aggregate's median and the claim's value.
@@ -125,10 +154,7 @@ pub fn shared_sentences(ds: &Dataset) -> Vec<(String, String)> {
             match quote {
                 None => out.push((
                     id.to_string(),
-                    format!(
-                        "origin {seed} \"{locator}\" is shared with {}: give each claim the `quote` (the seed's own words) it judges",
-                        others(id)
-                    ),
+                    format!("origin {seed} \"{locator}\" is shared with {}: give each claim the `quote` (the seed's own words) it judges", others(id)),
                 )),
                 Some(q) if q.is_empty() => out.push((id.to_string(), "origin quote is empty".to_string())),
                 Some(q) => {
@@ -141,7 +167,9 @@ pub fn shared_sentences(ds: &Dataset) -> Vec<(String, String)> {
                             if mine.iter().any(|a| theirs.iter().any(|b| a.contains(b.as_str()) || b.contains(a.as_str()))) {
                                 out.push((
                                     id.to_string(),
-                                    format!("origin {seed} \"{locator}\": its quote overlaps that of `{other}`; split the sentence into parts that do not overlap"),
+                                    format!(
+                                        "origin {seed} \"{locator}\": its quote overlaps that of `{other}`; split the sentence into parts that do not overlap"
+                                    ),
                                 ));
                             }
                         }
@@ -210,10 +238,7 @@ fn blank_languages(text: &Text) -> Vec<&'static str> {
 
 fn check_claim(c: &Claim, ds: &Dataset) -> Vec<String> {
     let mut out = Vec::new();
-    if c.id.is_empty()
-        || !c.id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        || c.id.starts_with('-')
-    {
+    if c.id.is_empty() || !c.id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.') || c.id.starts_with('-') {
         out.push("id must be lowercase letters, digits, '.' and '-'".to_string());
     }
     if c.topic.is_none() {
@@ -277,9 +302,7 @@ pub fn check_source(s: &Source) -> Vec<String> {
         out.push(format!("accessed `{}` is not a YYYY-MM-DD date", s.accessed));
     }
     match &s.url {
-        Some(url) if !(url.starts_with("https://") || url.starts_with("http://")) => {
-            out.push(format!("url `{url}` is not an http(s) URL"))
-        }
+        Some(url) if !(url.starts_with("https://") || url.starts_with("http://")) => out.push(format!("url `{url}` is not an http(s) URL")),
         None if s.seed.is_none() && !matches!(s.kind, SourceKind::Derivation | SourceKind::Measurement) => {
             out.push("url is required for this kind".to_string())
         }
@@ -297,8 +320,7 @@ pub fn check_source(s: &Source) -> Vec<String> {
     if s.aggregate.is_some() && s.kind != SourceKind::Measurement {
         out.push("`aggregate` belongs to measurement sources only".to_string());
     }
-    let derivation_fields =
-        s.compute.is_some() || s.expect.is_some() || s.unit.is_some() || (s.tolerance.is_some() && s.aggregate.is_none());
+    let derivation_fields = s.compute.is_some() || s.expect.is_some() || s.unit.is_some() || (s.tolerance.is_some() && s.aggregate.is_none());
     if s.kind == SourceKind::Derivation {
         if s.compute.is_none() || s.expect.is_none() || s.unit.is_none() {
             out.push("a derivation needs `compute`, `expect` and `unit`".to_string());
@@ -522,16 +544,16 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
             community_inputs.join("; ")
         ));
     }
-    let measured = c.sources.iter().any(|s| {
-        s.kind == SourceKind::Measurement && s.aggregate.is_none() && s.submitters.unwrap_or(0) >= MIN_INDEPENDENT_MEASUREMENTS
-    });
+    let measured =
+        c.sources.iter().any(|s| s.kind == SourceKind::Measurement && s.aggregate.is_none() && s.submitters.unwrap_or(0) >= MIN_INDEPENDENT_MEASUREMENTS);
     // Crowd measurements (probe submissions, aggregated) are evidence, but they alone make a
     // claim at most qualified: verified also needs a primary source or a derivation that agrees.
     // An aggregate that disagrees is still evidence: the claim is flagged for review (see
     // `review_flags`), never failed, so that submissions cannot break the check.
-    let crowd = c.sources.iter().any(|s| {
-        s.kind == SourceKind::Measurement && matches!(aggregate_evidence(c, s, ds), Ok(AggregateEvidence::Agrees | AggregateEvidence::Disagrees(_)))
-    });
+    let crowd = c
+        .sources
+        .iter()
+        .any(|s| s.kind == SourceKind::Measurement && matches!(aggregate_evidence(c, s, ds), Ok(AggregateEvidence::Agrees | AggregateEvidence::Disagrees(_))));
     let evidence = primary || derived || measured || crowd;
     if c.verdict == Verdict::Verified && crowd && !(primary || derived || measured) {
         out.push(format!(
@@ -554,9 +576,9 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
             }
         }
         // Crowd evidence arriving later flags the claim for review instead (see `review_flags`).
-        Verdict::Unverified if primary || derived || measured => out.push(
-            "unverified but it has primary evidence: give the verdict that evidence supports".to_string(),
-        ),
+        Verdict::Unverified if primary || derived || measured => {
+            out.push("unverified but it has primary evidence: give the verdict that evidence supports".to_string())
+        }
         _ => {}
     }
     if c.verdict == Verdict::Verified && c.correction.is_some() {
@@ -565,11 +587,7 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
 
     match c.history.last() {
         None => out.push("history is empty: record at least the first verdict".to_string()),
-        Some(last) if last.to != c.verdict => out.push(format!(
-            "history ends at {} but the verdict is {}",
-            last.to.as_str(),
-            c.verdict.as_str()
-        )),
+        Some(last) if last.to != c.verdict => out.push(format!("history ends at {} but the verdict is {}", last.to.as_str(), c.verdict.as_str())),
         _ => {}
     }
     for (i, h) in c.history.iter().enumerate() {

@@ -150,9 +150,7 @@ impl Parser<'_> {
                     self.pos += 1;
                     self.call(&w)
                 } else {
-                    constant(&w).ok_or_else(|| {
-                        format!("unknown name `{w}` (constants: KB MB GB TB KiB MiB GiB TiB; put spaces around operators)")
-                    })
+                    constant(&w).ok_or_else(|| format!("unknown name `{w}` (constants: KB MB GB TB KiB MiB GiB TiB; put spaces around operators)"))
                 }
             }
             other => Err(format!("expected a number, a name or `(`, found {}", describe(other.as_ref()))),
@@ -267,9 +265,7 @@ impl Parser<'_> {
                     f => Err(format!("gpu: unknown field `{f}` (memory_gb, bandwidth_gbs, bus_width_bits)")),
                 }
             }
-            other => Err(format!(
-                "unknown function `{other}` (params, active_params, bits, bytes, kv_bytes_per_token, cfg, gpu, min, max)"
-            )),
+            other => Err(format!("unknown function `{other}` (params, active_params, bits, bytes, kv_bytes_per_token, cfg, gpu, min, max)")),
         }
     }
 }

@@ -78,8 +78,8 @@ pub fn split_front_matter(text: &str) -> Result<(&str, &str), String> {
 
 /// Units that make a number a quantity (prose must take those from claims).
 const UNITS: &[&str] = &[
-    "GB/s", "TB/s", "MB/s", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB", "B", "%", "bytes", "byte", "bits", "bit",
-    "ms", "µs", "us", "字节", "比特", "位",
+    "GB/s", "TB/s", "MB/s", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB", "B", "%", "bytes", "byte", "bits", "bit", "ms", "µs", "us", "字节", "比特",
+    "位",
 ];
 
 /// Quantities (number + unit) in a piece of prose, as written.
@@ -250,14 +250,7 @@ mod render {
             .collect()
     }
 
-    fn one(
-        slug: &str,
-        text: &str,
-        lang: Lang,
-        ds: &Dataset,
-        verdict_label: &dyn Fn(Verdict) -> String,
-        problems: &mut Vec<String>,
-    ) -> Option<Out> {
+    fn one(slug: &str, text: &str, lang: Lang, ds: &Dataset, verdict_label: &dyn Fn(Verdict) -> String, problems: &mut Vec<String>) -> Option<Out> {
         let (fm, body) = match split_front_matter(text) {
             Ok(x) => x,
             Err(e) => {
@@ -408,7 +401,12 @@ mod render {
                         (dest.clone(), None)
                     };
                     link_close.push(close);
-                    out.push(Event::Start(Tag::Link { link_type: if link_type == LinkType::Autolink { LinkType::Inline } else { link_type }, dest_url: CowStr::from(href), title, id }));
+                    out.push(Event::Start(Tag::Link {
+                        link_type: if link_type == LinkType::Autolink { LinkType::Inline } else { link_type },
+                        dest_url: CowStr::from(href),
+                        title,
+                        id,
+                    }));
                 }
                 Event::End(TagEnd::Link) => {
                     if let Some(Some(badge)) = link_close.pop() {
@@ -452,7 +450,9 @@ mod render {
         let mut html = String::new();
         pulldown_cmark::html::push_html(&mut html, html_events.into_iter());
         // External links open as usual but carry no referrer.
-        let html = html.replace("<a href=\"https://", "<a rel=\"noopener noreferrer\" href=\"https://").replace("<a href=\"http://", "<a rel=\"noopener noreferrer\" href=\"http://");
+        let html = html
+            .replace("<a href=\"https://", "<a rel=\"noopener noreferrer\" href=\"https://")
+            .replace("<a href=\"http://", "<a rel=\"noopener noreferrer\" href=\"http://");
         let anchors = headings.iter().map(|h| h.id.clone()).collect();
         Some(Out {
             guide: Guide { slug: slug.to_string(), title: fm.title, summary: fm.summary, related: fm.related, html, headings, claims, calculator, words },
@@ -463,12 +463,7 @@ mod render {
 
     /// Renders every guide of one language. `sources` are (slug, file text); problems name the
     /// file (`<lang>/guides/<slug>.md`).
-    pub fn render_lang(
-        lang: Lang,
-        sources: &[(String, String)],
-        ds: &Dataset,
-        verdict_label: &dyn Fn(Verdict) -> String,
-    ) -> Result<Vec<Guide>, Vec<String>> {
+    pub fn render_lang(lang: Lang, sources: &[(String, String)], ds: &Dataset, verdict_label: &dyn Fn(Verdict) -> String) -> Result<Vec<Guide>, Vec<String>> {
         let mut problems = Vec::new();
         let mut outs = Vec::new();
         for (slug, text) in sources {
@@ -617,12 +612,20 @@ mod render_tests {
     #[test]
     fn every_mistake_is_reported_with_the_file() {
         let ds = ds();
-        let bad = guide(
-            "# Title\n\nIt takes 12 GB. {{myth}} {{no-such-claim}} [x](guide:nowhere) [y](calc:?kind=training&model=nope) [z](./rel) <b>raw</b>\n",
-        );
+        let bad = guide("# Title\n\nIt takes 12 GB. {{myth}} {{no-such-claim}} [x](guide:nowhere) [y](calc:?kind=training&model=nope) [z](./rel) <b>raw</b>\n");
         let p = render_lang(Lang::En, &[("a".into(), bad)], &ds, &label).unwrap_err();
         let all = p.join("\n");
-        for needle in ["en/guides/a.md: ", "`#` headings", "`myth` is contradicted", "`12 GB`", "no claim `no-such-claim`", "unknown guide `nowhere`", "not a valid workload", "use claim:", "raw HTML"] {
+        for needle in [
+            "en/guides/a.md: ",
+            "`#` headings",
+            "`myth` is contradicted",
+            "`12 GB`",
+            "no claim `no-such-claim`",
+            "unknown guide `nowhere`",
+            "not a valid workload",
+            "use claim:",
+            "raw HTML",
+        ] {
             assert!(all.contains(needle), "missing {needle:?} in:\n{all}");
         }
     }

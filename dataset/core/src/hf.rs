@@ -56,13 +56,47 @@ pub const REQUIRED_FIELDS: &[&str] = &[
 
 /// Every `config.json` key this module reads (also inside `text_config` and `vision_config`).
 pub const READ_KEYS: &[&str] = &[
-    "_name_or_path", "model_type", "attention_bias", "decoder_sparse_step", "first_k_dense_replace", "head_dim",
-    "hidden_size", "image_size", "intermediate_size", "kv_lora_rank", "layer_types", "max_position_embeddings",
-    "max_window_layers", "mlp_bias", "mlp_only_layers", "moe_intermediate_size", "moe_layer_freq", "n_routed_experts",
-    "n_shared_experts", "num_attention_heads", "num_channels", "num_experts", "num_experts_per_tok", "num_hidden_layers",
-    "num_key_value_heads", "num_local_experts", "patch_size", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
-    "shared_expert_intermediate_size", "sliding_window", "sliding_window_pattern", "tie_word_embeddings", "use_bias",
-    "use_qk_norm", "use_sliding_window", "v_head_dim", "vocab_size", "torch_dtype", "dtype",
+    "_name_or_path",
+    "model_type",
+    "attention_bias",
+    "decoder_sparse_step",
+    "first_k_dense_replace",
+    "head_dim",
+    "hidden_size",
+    "image_size",
+    "intermediate_size",
+    "kv_lora_rank",
+    "layer_types",
+    "max_position_embeddings",
+    "max_window_layers",
+    "mlp_bias",
+    "mlp_only_layers",
+    "moe_intermediate_size",
+    "moe_layer_freq",
+    "n_routed_experts",
+    "n_shared_experts",
+    "num_attention_heads",
+    "num_channels",
+    "num_experts",
+    "num_experts_per_tok",
+    "num_hidden_layers",
+    "num_key_value_heads",
+    "num_local_experts",
+    "patch_size",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "shared_expert_intermediate_size",
+    "sliding_window",
+    "sliding_window_pattern",
+    "tie_word_embeddings",
+    "use_bias",
+    "use_qk_norm",
+    "use_sliding_window",
+    "v_head_dim",
+    "vocab_size",
+    "torch_dtype",
+    "dtype",
 ];
 
 /// The part of a `config.json` the engine reads (the same architecture, a much shorter object:
@@ -237,9 +271,10 @@ fn gemma3_vision_params(vc: &Map<String, Value>, text_hidden: N) -> Result<N, St
 /// (default: the config's `_name_or_path`, else its `model_type`).
 pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchOrigin), String> {
     let top = config.as_object().ok_or_else(|| crate::messages::say("config-not-object", &[]))?;
-    let top_type = top.get("model_type").and_then(Value::as_str).ok_or_else(|| {
-        crate::messages::say("config-no-model-type", &[("fields", &REQUIRED_FIELDS.join(", "))])
-    })?;
+    let top_type = top
+        .get("model_type")
+        .and_then(Value::as_str)
+        .ok_or_else(|| crate::messages::say("config-no-model-type", &[("fields", &REQUIRED_FIELDS.join(", "))]))?;
     // Multimodal Gemma 3 keeps the language model under `text_config`.
     let (m, model_type, vision) = if top_type == "gemma3" {
         let text = top.get("text_config").and_then(Value::as_object).ok_or_else(|| crate::messages::say("config-no-text-config", &[]))?;
@@ -249,7 +284,10 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
     };
     if !MODEL_TYPES.iter().any(|(t, _)| *t == model_type) {
         let known: Vec<&str> = MODEL_TYPES.iter().map(|(t, _)| *t).collect();
-        return Err(crate::messages::say("config-unknown-model-type", &[("model_type", model_type), ("known", &known.join(", ")), ("fields", &REQUIRED_FIELDS.join(", "))]));
+        return Err(crate::messages::say(
+            "config-unknown-model-type",
+            &[("model_type", model_type), ("known", &known.join(", ")), ("fields", &REQUIRED_FIELDS.join(", "))],
+        ));
     }
     let c = Cfg { m, model_type };
     let h = c.need("hidden_size")?;
@@ -296,7 +334,11 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
         let bias = c.flag("attention_bias", false)?;
         let q = if q_rank == 0 { h * heads * (nope + rope) } else { h * q_rank + q_rank + q_rank * heads * (nope + rope) };
         let q_bias = if bias && q_rank > 0 { q_rank } else { 0 };
-        q + q_bias + h * (kv_rank + rope) + if bias { kv_rank + rope } else { 0 } + kv_rank + kv_rank * heads * (nope + v)
+        q + q_bias
+            + h * (kv_rank + rope)
+            + if bias { kv_rank + rope } else { 0 }
+            + kv_rank
+            + kv_rank * heads * (nope + v)
             + heads * v * h
             + if bias { h } else { 0 }
     } else {

@@ -41,27 +41,27 @@ pub mod catalog;
 mod catalog_check;
 pub mod check;
 pub mod derive;
-#[cfg(test)]
-mod fixtures;
 #[cfg(feature = "fs")]
 pub mod files;
 pub mod fit;
+#[cfg(test)]
+mod fixtures;
 pub mod format;
 pub mod guides;
 pub mod hf;
 pub mod lang;
 pub mod messages;
 pub mod model;
+pub mod modelfile;
 pub mod report;
 pub mod units;
-pub mod modelfile;
 
 #[cfg(feature = "toml")]
 pub mod load;
 
-pub use check::{check, Problem};
-pub use lang::Lang;
 pub use catalog::*;
+pub use check::{Problem, check};
+pub use lang::Lang;
 pub use model::*;
 
 /// Sorts a short list (catalog cards, levers, formats, a query's keys: at most a few hundred

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::{check, Aggregate, Claim, Dataset, Diffusion, Gpu, Llm, Problem, Quant, Seed, Tool};
+use crate::{Aggregate, Claim, Dataset, Diffusion, Gpu, Llm, Problem, Quant, Seed, Tool, check};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -516,7 +516,11 @@ why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "e" }}
         assert!(text.iter().any(|p| p.starts_with("measurements/aggregates.toml: aggregate `no-such-gpu/usable_bytes`: no GPU")), "{text:?}");
         assert!(text.iter().any(|p| p.contains("submitters 9 must be between 1 and count (4)")), "{text:?}");
         assert!(text.iter().any(|p| p.contains("unit `GB/s` but usable_bytes is measured in B")), "{text:?}");
-        let problems = load(&with_aggregates(&measured_claim("verified", r#"{ number = 21.9, unit = "GiB" }"#).replace("test-gpu/usable_bytes", "test-gpu/nothing"), AGGREGATES)).unwrap_err();
+        let problems = load(&with_aggregates(
+            &measured_claim("verified", r#"{ number = 21.9, unit = "GiB" }"#).replace("test-gpu/usable_bytes", "test-gpu/nothing"),
+            AGGREGATES,
+        ))
+        .unwrap_err();
         assert!(problems.iter().any(|p| p.message.contains("no aggregate `test-gpu/nothing`")), "{problems:?}");
     }
 

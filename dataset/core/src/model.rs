@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::*;
 use crate::Lang;
+use crate::catalog::*;
 
 /// A text in all five languages. Every field is required: a file that lacks one does not parse.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -79,14 +79,7 @@ crate::string_enum!(SourceKind { OfficialDoc = "official-doc", SourceCode = "sou
 impl SourceKind {
     /// Kinds that count as primary evidence on their own.
     pub fn is_primary(self) -> bool {
-        matches!(
-            self,
-            SourceKind::OfficialDoc
-                | SourceKind::SourceCode
-                | SourceKind::ModelCard
-                | SourceKind::Paper
-                | SourceKind::VendorSpec
-        )
+        matches!(self, SourceKind::OfficialDoc | SourceKind::SourceCode | SourceKind::ModelCard | SourceKind::Paper | SourceKind::VendorSpec)
     }
 }
 
@@ -405,10 +398,7 @@ pub struct Dataset {
 impl Dataset {
     /// How many claims of the whole dataset have this verdict.
     pub fn verdict_count(&self, v: Verdict) -> usize {
-        let i = [Verdict::Verified, Verdict::Qualified, Verdict::Unverified, Verdict::Contradicted]
-            .iter()
-            .position(|x| *x == v)
-            .unwrap_or(0);
+        let i = [Verdict::Verified, Verdict::Qualified, Verdict::Unverified, Verdict::Contradicted].iter().position(|x| *x == v).unwrap_or(0);
         match &self.verdict_counts {
             Some(counts) => counts[i],
             None => self.claims.iter().filter(|c| c.verdict == v).count(),

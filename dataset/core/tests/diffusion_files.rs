@@ -11,9 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use headroom_core::Dataset;
-use headroom_core::modelfile::diffusion::{
-    PARAMS_TOLERANCE, Recognized, TensorEntry, recognize, recognize_file,
-};
+use headroom_core::modelfile::diffusion::{PARAMS_TOLERANCE, Recognized, TensorEntry, recognize, recognize_file};
 use headroom_core::modelfile::{Kind, ModelFile, parse, sniff};
 use serde_json::Value as Json;
 
@@ -24,15 +22,12 @@ fn fixtures() -> PathBuf {
 fn dataset() -> Dataset {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data");
     let files = headroom_core::files::read_tree(&dir).expect("the data directory");
-    headroom_core::load::load(&files)
-        .expect("the data loads")
-        .dataset
+    headroom_core::load::load(&files).expect("the data loads").dataset
 }
 
 fn expected(name: &str) -> Json {
     let p = fixtures().join(format!("{name}.expected.json"));
-    serde_json::from_str(&fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
-        .unwrap()
+    serde_json::from_str(&fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
 }
 
 fn u(j: &Json) -> u64 {
@@ -43,11 +38,7 @@ fn u(j: &Json) -> u64 {
 fn parsed(name: &str) -> ModelFile {
     let bytes = fs::read(fixtures().join(name)).unwrap();
     let e = expected(name);
-    assert_eq!(
-        bytes.len() as u64,
-        u(&e["prefix_len"]),
-        "{name}: the fixture is the header prefix"
-    );
+    assert_eq!(bytes.len() as u64, u(&e["prefix_len"]), "{name}: the fixture is the header prefix");
     let kind = sniff(&bytes);
     match e["format"].as_str().unwrap() {
         "gguf" => assert_eq!(kind, Kind::Gguf),
@@ -72,51 +63,21 @@ fn check_recognized(name: &str, r: &Recognized, ds: &Dataset) {
     let e = expected(name);
     assert_eq!(r.model, e["model"].as_str().unwrap(), "{name}: model");
     assert_eq!(r.layout, e["layout"].as_str().unwrap(), "{name}: layout");
-    assert_eq!(
-        r.format.as_deref(),
-        e["format_name"].as_str(),
-        "{name}: format"
-    );
+    assert_eq!(r.format.as_deref(), e["format_name"].as_str(), "{name}: format");
     let comps = e["components"].as_object().unwrap();
-    assert_eq!(
-        r.components.len(),
-        comps.len(),
-        "{name}: components {:?}",
-        r.components
-    );
+    assert_eq!(r.components.len(), comps.len(), "{name}: components {:?}", r.components);
     for (role, bytes, elements) in &r.components {
-        let c = &comps
-            .get(role.as_str())
-            .unwrap_or_else(|| panic!("{name}: no `{role}` in expected.json"));
-        assert_eq!(
-            (*bytes, *elements),
-            (u(&c["bytes"]), u(&c["elements"])),
-            "{name}: {role}"
-        );
+        let c = &comps.get(role.as_str()).unwrap_or_else(|| panic!("{name}: no `{role}` in expected.json"));
+        assert_eq!((*bytes, *elements), (u(&c["bytes"]), u(&c["elements"])), "{name}: {role}");
     }
-    assert_eq!(
-        r.components.iter().map(|c| c.1).sum::<u64>(),
-        u(&e["total_bytes"]),
-        "{name}: bytes"
-    );
-    assert_eq!(
-        r.components.iter().map(|c| c.2).sum::<u64>(),
-        u(&e["total_elements"]),
-        "{name}: values"
-    );
+    assert_eq!(r.components.iter().map(|c| c.1).sum::<u64>(), u(&e["total_bytes"]), "{name}: bytes");
+    assert_eq!(r.components.iter().map(|c| c.2).sum::<u64>(), u(&e["total_elements"]), "{name}: values");
     // A denoiser off the catalog's count by more than the tolerance is noted, and only then.
     let model = ds.diffusion.iter().find(|d| d.id == r.model).unwrap();
     let params = model.component("denoiser").unwrap().params as f64;
     let den = u(&comps["denoiser"]["elements"]) as f64;
     let off = ((den - params) / params).abs() > PARAMS_TOLERANCE;
-    assert_eq!(
-        off,
-        r.notes
-            .iter()
-            .any(|n| n.starts_with("denoiser:") && n.contains("values")),
-        "{name}: {:?}",
-        r.notes
-    );
+    assert_eq!(off, r.notes.iter().any(|n| n.starts_with("denoiser:") && n.contains("values")), "{name}: {:?}", r.notes);
 }
 
 #[test]
@@ -124,9 +85,7 @@ fn flux_dev_q4_k_s_gguf_header() {
     let name = "flux1-dev-Q4_K_S.gguf.header";
     let ds = dataset();
     let file = parsed(name);
-    let ModelFile::Gguf(g) = &file else {
-        unreachable!()
-    };
+    let ModelFile::Gguf(g) = &file else { unreachable!() };
     let e = expected(name);
     assert_eq!(g.get_str("general.architecture"), Some("flux"));
     assert_eq!(g.get_u64("general.file_type"), Some(14));
@@ -136,21 +95,12 @@ fn flux_dev_q4_k_s_gguf_header() {
         let shape: Vec<u64> = x["shape"].as_array().unwrap().iter().map(u).rev().collect();
         assert_eq!(
             (t.name.as_str(), &t.dims, t.ggml_type.name(), t.bytes),
-            (
-                x["name"].as_str().unwrap(),
-                &shape,
-                x["type"].as_str().unwrap(),
-                u(&x["n_bytes"])
-            )
+            (x["name"].as_str().unwrap(), &shape, x["type"].as_str().unwrap(), u(&x["n_bytes"]))
         );
     }
     let r = recognize_file(&ds, &file).unwrap_or_else(|err| panic!("{err}"));
     check_recognized(name, &r, &ds);
-    assert!(
-        r.notes.iter().any(|n| n.contains("bits per weight")),
-        "{:?}",
-        r.notes
-    );
+    assert!(r.notes.iter().any(|n| n.contains("bits per weight")), "{:?}", r.notes);
 }
 
 #[test]
@@ -158,23 +108,13 @@ fn sd15_single_file_safetensors_header() {
     let name = "sd15-single-file.safetensors.header";
     let ds = dataset();
     let file = parsed(name);
-    let ModelFile::Safetensors(s) = &file else {
-        unreachable!()
-    };
+    let ModelFile::Safetensors(s) = &file else { unreachable!() };
     let e = expected(name);
     assert_eq!(s.tensors.len() as u64, u(&e["tensor_count"]));
     assert_eq!(s.header_len, u(&e["header_len"]));
     for (dtype, x) in e["by_dtype"].as_object().unwrap() {
-        let d = s
-            .by_dtype()
-            .into_iter()
-            .find(|d| d.dtype.name() == dtype)
-            .unwrap();
-        assert_eq!(
-            (d.tensors, d.elements, d.bytes),
-            (u(&x["tensors"]), u(&x["elements"]), u(&x["bytes"])),
-            "{dtype}"
-        );
+        let d = s.by_dtype().into_iter().find(|d| d.dtype.name() == dtype).unwrap();
+        assert_eq!((d.tensors, d.elements, d.bytes), (u(&x["tensors"]), u(&x["elements"]), u(&x["bytes"])), "{dtype}");
     }
     let r = recognize_file(&ds, &file).unwrap_or_else(|err| panic!("{err}"));
     check_recognized(name, &r, &ds);
@@ -195,23 +135,10 @@ fn wan_1_3b_q8_0_tensor_table() {
         .iter()
         .map(|x| {
             let shape = x["shape"].as_array().unwrap().iter().map(u).rev().collect();
-            (
-                x["name"].as_str().unwrap().to_string(),
-                shape,
-                u(&x["n_bytes"]),
-                x["type"].as_str().unwrap().to_string(),
-            )
+            (x["name"].as_str().unwrap().to_string(), shape, u(&x["n_bytes"]), x["type"].as_str().unwrap().to_string())
         })
         .collect();
-    let entries: Vec<TensorEntry> = owned
-        .iter()
-        .map(|(n, s, b, d)| TensorEntry {
-            name: n,
-            shape: s,
-            bytes: *b,
-            dtype: d,
-        })
-        .collect();
+    let entries: Vec<TensorEntry> = owned.iter().map(|(n, s, b, d)| TensorEntry { name: n, shape: s, bytes: *b, dtype: d }).collect();
     let r = recognize(&ds, &entries).unwrap_or_else(|err| panic!("{err}"));
     check_recognized(name, &r, &ds);
 }
@@ -230,20 +157,11 @@ fn wan_1_3b_q8_0_gguf_header() {
 #[test]
 fn llm_gguf_is_refused() {
     let ds = dataset();
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/modelfiles/qwen3-tied.gguf");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/modelfiles/qwen3-tied.gguf");
     let file = parse(&fs::read(path).unwrap()).unwrap();
     let e = recognize_file(&ds, &file).unwrap_err();
-    assert!(
-        e.contains("language-model GGUF") && e.contains("qwen3"),
-        "{e}"
-    );
+    assert!(e.contains("language-model GGUF") && e.contains("qwen3"), "{e}");
     // Without the container's word for it, the tensor names say it.
     let e = recognize(&ds, &headroom_core::modelfile::diffusion::entries_of(&file)).unwrap_err();
-    assert!(
-        e.contains("language model")
-            && e.contains("`token_embd.weight`")
-            && e.contains("Layouts tried"),
-        "{e}"
-    );
+    assert!(e.contains("language model") && e.contains("`token_embd.weight`") && e.contains("Layouts tried"), "{e}");
 }

@@ -90,10 +90,7 @@ fn a_model_files_own_format_joins_the_weights_list() {
 fn training_offers_lora_rank_and_offload_only_where_they_apply() {
     let ds = dataset();
     let f = fields(&ds, &state(json!({"kind": "training", "model": "llama-3.1-8b", "method": "lora"})));
-    assert_eq!(
-        ids(&f),
-        ["model", "method", "precision", "optimizer", "seq", "batch", "gradient_checkpointing", "lora_rank", "gpus", "zero", "fsdp"]
-    );
+    assert_eq!(ids(&f), ["model", "method", "precision", "optimizer", "seq", "batch", "gradient_checkpointing", "lora_rank", "gpus", "zero", "fsdp"]);
     let f = fields(&ds, &state(json!({"kind": "training", "method": "full", "zero": 2})));
     assert!(!ids(&f).contains(&"lora_rank"));
     let offload: Vec<&str> = choices(&f, Field::CpuOffload).iter().map(|c| c.value.as_str()).collect();

@@ -4,8 +4,8 @@
 //! (`headroom_core::modelfile::describe::FileFacts`). Built as its own wasm module by
 //! `cargo xtask dist` and loaded on first use, so the parsers cost nothing on a first visit.
 
-use headroom_core::modelfile::describe::{describe, facts, with_diffusion, FileFacts};
-use headroom_core::modelfile::{parse, ParseError};
+use headroom_core::modelfile::describe::{FileFacts, describe, facts, with_diffusion};
+use headroom_core::modelfile::{ParseError, parse};
 use serde_json::json;
 use wasm_bindgen::prelude::*;
 
@@ -60,7 +60,7 @@ pub fn read_header(prefix: &[u8], file_len: f64, catalog: &str) -> String {
 /// than in the calculator's bundle: matching a device name to the catalog carries Unicode tables
 /// that a first visit should not download.
 pub fn report_card(text: &str, catalog: &headroom_core::Dataset) -> serde_json::Value {
-    use headroom_core::report::{card_of_report, ReportCardError as E};
+    use headroom_core::report::{ReportCardError as E, card_of_report};
     match card_of_report(text, &catalog.gpus) {
         Ok(c) => json!({"name": c.name, "gpu": c.gpu, "total_bytes": c.total_bytes, "other_bytes": c.other_bytes}),
         Err(E::NotJson) => json!({"error": "not_json"}),
@@ -88,7 +88,8 @@ mod tests {
 
     #[test]
     fn a_probe_report_gives_its_card_and_what_other_programs_held() {
-        let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dataset/measurements/probe/h200-example.json")).unwrap();
+        let text =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dataset/measurements/probe/h200-example.json")).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let ds = headroom_core::Dataset::default();
         let a = report_card(&text, &ds);

@@ -6,6 +6,6 @@ fn main() {
         leptos::logging::error!("headroom panicked: {info}");
     }));
     use headroom_site::app::App;
-    use headroom_site::pages::{calculator_body, Bundle};
+    use headroom_site::pages::{Bundle, calculator_body};
     leptos::mount::mount_to_body(|| leptos::view! { <App bundle=Bundle::Calculator body=calculator_body /> });
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use headroom_core::{Dataset, Lang, Verdict};
 use headroom_i18n::{k, t};
 use headroom_site::pages::guides::Rendered;
-use headroom_site::pages::{description, title, ui_url, Bundle, Page};
+use headroom_site::pages::{Bundle, Page, description, title, ui_url};
 use headroom_site::routes::Route;
 use leptos::prelude::*;
 use leptos::tachys::view::RenderHtml;
@@ -139,7 +139,9 @@ fn bundle_files(template: &str, bundle: Bundle) -> (String, String) {
 /// language's strings and data, `app.rs`), started as a module.
 fn bundle_tags(template: &str, bundle: Bundle, lang: Lang) -> String {
     let (js, wasm) = bundle_files(template, bundle);
-    let mut tags = format!("<link rel=\"modulepreload\" href=\"{js}\" />\n  <link rel=\"preload\" href=\"{wasm}\" as=\"fetch\" type=\"application/wasm\" crossorigin />\n");
+    let mut tags = format!(
+        "<link rel=\"modulepreload\" href=\"{js}\" />\n  <link rel=\"preload\" href=\"{wasm}\" as=\"fetch\" type=\"application/wasm\" crossorigin />\n"
+    );
     for url in [bundle.data_url(lang), ui_url(bundle, lang)] {
         tags += &format!("  <link rel=\"preload\" href=\"{url}\" as=\"fetch\" type=\"application/json\" crossorigin />\n");
     }
@@ -252,13 +254,14 @@ fn main() {
         }
     }
     // `/` and unknown paths: the shell with links to every language for readers without JavaScript.
-    let choose: String = Lang::ALL
-        .into_iter()
-        .map(|l| format!("<li><a href=\"{}\" lang=\"{}\">{}</a></li>", Route::Home.path(l), l.bcp47(), l.native_name()))
-        .collect();
+    let choose: String =
+        Lang::ALL.into_iter().map(|l| format!("<li><a href=\"{}\" lang=\"{}\">{}</a></li>", Route::Home.path(l), l.bcp47(), l.native_name())).collect();
     let root = template.replacen(BUNDLE_MARKER, &bundle_loader(&template), 1).replacen(
         "<body>",
-        &format!("<body>\n<div id=\"prerendered\"><main id=\"main\"><h1>Headroom</h1><p>{}</p><ul>{choose}</ul></main></div>", esc(t(Lang::En, k::META_DESCRIPTION))),
+        &format!(
+            "<body>\n<div id=\"prerendered\"><main id=\"main\"><h1>Headroom</h1><p>{}</p><ul>{choose}</ul></main></div>",
+            esc(t(Lang::En, k::META_DESCRIPTION))
+        ),
         1,
     );
     write(&site.join("index.html"), &root);
@@ -295,7 +298,11 @@ fn main() {
     let mut precache: Vec<String> = vec!["/".into(), "/index.html".into(), "/manifest.webmanifest".into()];
     for e in std::fs::read_dir(&site).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        if e.path().is_file() && (name.ends_with(".wasm") || name.ends_with(".js") && name != "sw.js" || name.ends_with(".css") || name.starts_with("icon")) && !name.ends_with(".br") && !name.ends_with(".gz") {
+        if e.path().is_file()
+            && (name.ends_with(".wasm") || name.ends_with(".js") && name != "sw.js" || name.ends_with(".css") || name.starts_with("icon"))
+            && !name.ends_with(".br")
+            && !name.ends_with(".gz")
+        {
             precache.push(format!("/{name}"));
         }
     }
@@ -303,14 +310,22 @@ fn main() {
     // precaches the app and one language, not five).
     let mut langs = serde_json::Map::new();
     for lang in Lang::ALL {
-        let mut set = vec![Bundle::Pages.data_url(lang), Bundle::Calculator.data_url(lang), ui_url(Bundle::Pages, lang), ui_url(Bundle::Calculator, lang), format!("/data/guides-{}.json", lang.code()), format!("/data/details-{}.json", lang.code())];
+        let mut set = vec![
+            Bundle::Pages.data_url(lang),
+            Bundle::Calculator.data_url(lang),
+            ui_url(Bundle::Pages, lang),
+            ui_url(Bundle::Calculator, lang),
+            format!("/data/guides-{}.json", lang.code()),
+            format!("/data/details-{}.json", lang.code()),
+        ];
         set.extend(Route::NAV.iter().map(|r| r.path(lang)));
         set.push(format!("/{}/404.html", lang.code()));
         langs.insert(lang.code().to_string(), serde_json::json!(set));
     }
     precache.sort();
     precache.dedup();
-    let every: Vec<String> = precache.iter().cloned().chain(langs.values().flat_map(|v| v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()))).collect();
+    let every: Vec<String> =
+        precache.iter().cloned().chain(langs.values().flat_map(|v| v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()))).collect();
     let mut h = 0xcbf29ce484222325u64;
     for p in &every {
         let file = if p.ends_with('/') { site.join(p.trim_start_matches('/')).join("index.html") } else { site.join(p.trim_start_matches('/')) };
@@ -322,5 +337,9 @@ fn main() {
         .replace("__PRECACHE__", &serde_json::to_string(&precache).unwrap())
         .replace("__LANGS__", &serde_json::to_string(&langs).unwrap());
     write(&site.join("sw.js"), &sw);
-    println!("prerender: {pages} pages, service worker precaches {} URLs and {} more per language", precache.len(), langs.values().next().map(|v| v.as_array().unwrap().len()).unwrap_or(0));
+    println!(
+        "prerender: {pages} pages, service worker precaches {} URLs and {} more per language",
+        precache.len(),
+        langs.values().next().map(|v| v.as_array().unwrap().len()).unwrap_or(0)
+    );
 }

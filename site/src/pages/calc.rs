@@ -1,11 +1,11 @@
 //! The calculator: a form over the fit engine's workload, recomputed on every change; the state
 //! lives in the URL query so a result can be shared.
 
+use headroom_core::Lang;
 use headroom_core::fit::form::{Choice, ChoiceText, Field, Input, OWN_MODEL, Word, choice_value, fields, set_field};
 use headroom_core::fit::levers::Change;
 use headroom_core::fit::search::Answers;
 use headroom_core::fit::{Card, Cost, Fit, Verdict, Workload, fit, fit_on_cards};
-use headroom_core::Lang;
 use headroom_core::format::parse_decimal;
 use headroom_i18n::{Key, fmt, k, t};
 use leptos::prelude::*;
@@ -15,9 +15,7 @@ use crate::fmt::{gib, typed_number};
 use crate::own_model::{HUB_PREFIX, HubError, HubModels};
 use crate::ui::{ClaimRef, Data, term_label};
 
-pub use headroom_core::fit::query::{
-    CARD_KEYS, State, complete, parse_query, preset, presets, to_query,
-};
+pub use headroom_core::fit::query::{CARD_KEYS, State, complete, parse_query, preset, presets, to_query};
 
 /// Why the calculator shows no result.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,21 +41,12 @@ pub fn card_in(ds: &headroom_core::Dataset, s: &State, key: &str) -> Option<Resu
 
 /// The fit for a calculator state: a `card` adds the verdict, the plan and the answers for that
 /// card; a `model` of `hf:organization/name` is the config fetched for that id.
-pub fn compute(
-    ds: &headroom_core::Dataset,
-    state: &State,
-    hub: &HubModels,
-) -> Result<Fit, NoResult> {
+pub fn compute(ds: &headroom_core::Dataset, state: &State, hub: &HubModels) -> Result<Fit, NoResult> {
     let mut w = state.clone();
     for key in CARD_KEYS {
         w.remove(key);
     }
-    if let Some(id) = w
-        .get("model")
-        .and_then(Value::as_str)
-        .and_then(|m| m.strip_prefix(HUB_PREFIX))
-        .map(str::to_string)
-    {
+    if let Some(id) = w.get("model").and_then(Value::as_str).and_then(|m| m.strip_prefix(HUB_PREFIX)).map(str::to_string) {
         match hub.get(&id) {
             Some(Ok(model)) => {
                 w.insert("model".into(), model.clone());
@@ -89,11 +78,7 @@ fn machine_cards(ds: &headroom_core::Dataset, s: &State, card: Card) -> Result<V
 }
 
 /// The second card of a comparison: its verdict and answers for the same workload.
-pub fn second_card(
-    ds: &headroom_core::Dataset,
-    state: &State,
-    f: &Fit,
-) -> Option<(Verdict, Answers)> {
+pub fn second_card(ds: &headroom_core::Dataset, state: &State, f: &Fit) -> Option<(Verdict, Answers)> {
     let card = card_in(ds, state, "card2")?.ok()?;
     let w = Workload::from_value(&f.workload).ok()?;
     let a = headroom_core::fit::search::answers(ds, &w, card.budget_bytes()).ok()?;
@@ -330,10 +315,7 @@ fn refocus(selector: String) {
         use wasm_bindgen::JsCast;
         let f = wasm_bindgen::closure::Closure::once_into_js(move || {
             let doc = web_sys::window().and_then(|w| w.document());
-            let el = doc
-                .as_ref()
-                .and_then(|d| d.query_selector(&selector).ok().flatten())
-                .or_else(|| doc.and_then(|d| d.get_element_by_id("verdict")));
+            let el = doc.as_ref().and_then(|d| d.query_selector(&selector).ok().flatten()).or_else(|| doc.and_then(|d| d.get_element_by_id("verdict")));
             if let Some(e) = el.and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok()) {
                 let _ = e.focus();
             }
@@ -347,87 +329,31 @@ fn refocus(selector: String) {
 }
 
 /// A lever's change in words ("KV cache in 8-bit (q8_0)"), from the dataset's formats.
-fn change_label(
-    lang: Lang,
-    ds: &headroom_core::Dataset,
-    f: &Fit,
-    c: &Change,
-    others: &[Change],
-) -> String {
+fn change_label(lang: Lang, ds: &headroom_core::Dataset, f: &Fit, c: &Change, others: &[Change]) -> String {
     use headroom_core::format::number;
-    let v = c
-        .value
-        .as_str()
-        .map(str::to_string)
-        .unwrap_or_else(|| c.value.to_string());
-    let n = || {
-        c.value
-            .as_f64()
-            .map(|x| number(x, lang))
-            .unwrap_or_else(|| v.clone())
-    };
-    let bits = |id: &str| {
-        ds.quant(id)
-            .map(|q| number(q.bits, lang))
-            .unwrap_or_default()
-    };
-    let of_layers = || {
-        f.architecture
-            .as_ref()
-            .map(|a| a.layers.to_string())
-            .unwrap_or_default()
-    };
+    let v = c.value.as_str().map(str::to_string).unwrap_or_else(|| c.value.to_string());
+    let n = || c.value.as_f64().map(|x| number(x, lang)).unwrap_or_else(|| v.clone());
+    let bits = |id: &str| ds.quant(id).map(|q| number(q.bits, lang)).unwrap_or_default();
+    let of_layers = || f.architecture.as_ref().map(|a| a.layers.to_string()).unwrap_or_default();
     let of_blocks = || {
         f.workload
             .get("model")
             .and_then(Value::as_str)
             .and_then(|m| ds.diffusion_model(m))
-            .and_then(|m| {
-                m.components
-                    .iter()
-                    .find(|c| c.role.starts_with("denoiser"))
-                    .and_then(|c| c.layers)
-            })
+            .and_then(|m| m.components.iter().find(|c| c.role.starts_with("denoiser")).and_then(|c| c.layers))
             .map(|l| l.to_string())
             .unwrap_or_default()
     };
     match c.field.as_str() {
-        "weights" => fmt(
-            lang,
-            k::LEVER_WEIGHTS,
-            &[("format", &v), ("bits", &bits(&v))],
-        ),
-        "kv_cache" => fmt(
-            lang,
-            k::LEVER_KV_CACHE,
-            &[
-                ("format", &v),
-                (
-                    "bits",
-                    &ds.quant(&v)
-                        .map(|q| number(q.bits.floor(), lang))
-                        .unwrap_or_default(),
-                ),
-            ],
-        ),
+        "weights" => fmt(lang, k::LEVER_WEIGHTS, &[("format", &v), ("bits", &bits(&v))]),
+        "kv_cache" => fmt(lang, k::LEVER_KV_CACHE, &[("format", &v), ("bits", &ds.quant(&v).map(|q| number(q.bits.floor(), lang)).unwrap_or_default())]),
         "context" => fmt(lang, k::LEVER_CONTEXT, &[("value", &n())]),
         "batch" => fmt(lang, k::LEVER_BATCH, &[("value", &n())]),
         "seq" => fmt(lang, k::LEVER_SEQ, &[("value", &n())]),
         // -ngl counts the output layer as one: "33 of 33" is every layer of a 32-layer model.
-        "gpu_layers" => fmt(
-            lang,
-            k::LEVER_GPU_LAYERS,
-            &[
-                ("value", &n()),
-                (
-                    "of",
-                    &f.architecture
-                        .as_ref()
-                        .map(|a| (a.layers + 1).to_string())
-                        .unwrap_or_default(),
-                ),
-            ],
-        ),
+        "gpu_layers" => {
+            fmt(lang, k::LEVER_GPU_LAYERS, &[("value", &n()), ("of", &f.architecture.as_ref().map(|a| (a.layers + 1).to_string()).unwrap_or_default())])
+        }
         "gpu_memory_utilization" => fmt(lang, k::LEVER_GPU_MEMORY_UTILIZATION, &[("value", &n())]),
         "flash_attention" => t(lang, k::LEVER_FLASH_ATTENTION).to_string(),
         "ubatch" => fmt(lang, k::LEVER_UBATCH, &[("value", &n())]),
@@ -441,55 +367,27 @@ fn change_label(
         "method" => t(lang, k::LEVER_METHOD_LORA).to_string(),
         "tiled_vae" => t(lang, k::LEVER_TILED_VAE).to_string(),
         // Kept as it is while the denoiser changes: said so, so the lever does not hide it.
-        "text_encoder_precision" if others.iter().any(|o| o.field == "precision") => {
-            fmt(lang, k::LEVER_TEXT_ENCODER_KEPT, &[("format", &v)])
-        }
+        "text_encoder_precision" if others.iter().any(|o| o.field == "precision") => fmt(lang, k::LEVER_TEXT_ENCODER_KEPT, &[("format", &v)]),
         "text_encoder_precision" => fmt(lang, k::LEVER_TEXT_ENCODER_PRECISION, &[("format", &v)]),
         "text_encoders" => t(lang, k::LEVER_TEXT_ENCODERS).to_string(),
-        "precision" => fmt(
-            lang,
-            k::LEVER_PRECISION,
-            &[("format", &v), ("bits", &bits(&v))],
-        ),
+        "precision" => fmt(lang, k::LEVER_PRECISION, &[("format", &v), ("bits", &bits(&v))]),
         "offload" if v == "sequential" => t(lang, k::LEVER_OFFLOAD_SEQUENTIAL).to_string(),
         "offload" => t(lang, k::LEVER_OFFLOAD_MODEL).to_string(),
-        "block_swap" => fmt(
-            lang,
-            k::LEVER_BLOCK_SWAP,
-            &[("value", &n()), ("of", &of_blocks())],
-        ),
+        "block_swap" => fmt(lang, k::LEVER_BLOCK_SWAP, &[("value", &n()), ("of", &of_blocks())]),
         _ => format!("{}: {v}", c.field),
     }
 }
 
 fn changes_label(lang: Lang, ds: &headroom_core::Dataset, f: &Fit, changes: &[Change]) -> String {
-    changes
-        .iter()
-        .map(|c| change_label(lang, ds, f, c, changes))
-        .collect::<Vec<_>>()
-        .join(" · ")
+    changes.iter().map(|c| change_label(lang, ds, f, c, changes)).collect::<Vec<_>>().join(" · ")
 }
 
 /// "Fits on X with N to spare" / "Does not fit on X: N short".
 fn verdict_line(lang: Lang, v: &Verdict) -> String {
     if v.fits {
-        fmt(
-            lang,
-            k::CALC_VERDICT_FITS,
-            &[
-                ("card", &v.card.name),
-                ("spare", &gib(v.spare_bytes as f64, lang)),
-            ],
-        )
+        fmt(lang, k::CALC_VERDICT_FITS, &[("card", &v.card.name), ("spare", &gib(v.spare_bytes as f64, lang))])
     } else {
-        fmt(
-            lang,
-            k::CALC_VERDICT_SHORT,
-            &[
-                ("card", &v.card.name),
-                ("short", &gib(-v.spare_bytes as f64, lang)),
-            ],
-        )
+        fmt(lang, k::CALC_VERDICT_SHORT, &[("card", &v.card.name), ("short", &gib(-v.spare_bytes as f64, lang))])
     }
 }
 
@@ -517,106 +415,47 @@ fn budget_line(lang: Lang, v: &Verdict) -> String {
 }
 
 /// The answers for a card, each with a button that applies it.
-fn answers_view(
-    lang: Lang,
-    state: RwSignal<State>,
-    card: &str,
-    a: &Answers,
-    id: &'static str,
-) -> AnyView {
+fn answers_view(lang: Lang, state: RwSignal<State>, card: &str, a: &Answers, id: &'static str) -> AnyView {
     use headroom_core::format::number;
     let mut items: Vec<(String, String, Vec<(&'static str, Value)>)> = Vec::new();
     let limit = |hit: bool| {
-        if hit {
-            format!(" ({})", t(lang, k::CALC_ANS_LIMIT))
-        } else {
-            String::new()
-        }
+        if hit { format!(" ({})", t(lang, k::CALC_ANS_LIMIT)) } else { String::new() }
     };
     if let Some(x) = &a.max_context {
         items.push((
             "context".into(),
-            fmt(
-                lang,
-                k::CALC_ANS_CONTEXT,
-                &[("value", &number(x.value as f64, lang))],
-            ) + &limit(x.limit_reached),
+            fmt(lang, k::CALC_ANS_CONTEXT, &[("value", &number(x.value as f64, lang))]) + &limit(x.limit_reached),
             vec![("context", json!(x.value))],
         ));
     }
     if let Some(x) = &a.max_seq {
         items.push((
             "seq".into(),
-            fmt(
-                lang,
-                k::CALC_ANS_SEQ,
-                &[("value", &number(x.value as f64, lang))],
-            ) + &limit(x.limit_reached),
+            fmt(lang, k::CALC_ANS_SEQ, &[("value", &number(x.value as f64, lang))]) + &limit(x.limit_reached),
             vec![("seq", json!(x.value))],
         ));
     }
     if let Some(x) = &a.max_batch {
         items.push((
             "batch".into(),
-            fmt(
-                lang,
-                k::CALC_ANS_BATCH,
-                &[("value", &number(x.value as f64, lang))],
-            ) + &limit(x.limit_reached),
+            fmt(lang, k::CALC_ANS_BATCH, &[("value", &number(x.value as f64, lang))]) + &limit(x.limit_reached),
             vec![("batch", json!(x.value))],
         ));
     }
     if let Some(g) = &a.gpu_layers {
-        let text = fmt(
-            lang,
-            k::CALC_ANS_LAYERS,
-            &[
-                ("layers", &g.layers.to_string()),
-                ("of", &g.of.to_string()),
-                ("ram", &gib(g.ram_bytes as f64, lang)),
-            ],
-        );
-        items.push((
-            "gpu_layers".into(),
-            text,
-            vec![("gpu_layers", json!(g.layers))],
-        ));
+        let text = fmt(lang, k::CALC_ANS_LAYERS, &[("layers", &g.layers.to_string()), ("of", &g.of.to_string()), ("ram", &gib(g.ram_bytes as f64, lang))]);
+        items.push(("gpu_layers".into(), text, vec![("gpu_layers", json!(g.layers))]));
     }
     if let Some(f) = &a.best_weights {
-        let field = if state
-            .with_untracked(|s| s.get("kind").and_then(|k| k.as_str()) == Some("diffusion"))
-        {
-            "precision"
-        } else {
-            "weights"
-        };
-        items.push((
-            field.into(),
-            fmt(lang, k::CALC_ANS_WEIGHTS, &[("format", &f.format)]),
-            vec![(field, json!(f.format))],
-        ));
+        let field = if state.with_untracked(|s| s.get("kind").and_then(|k| k.as_str()) == Some("diffusion")) { "precision" } else { "weights" };
+        items.push((field.into(), fmt(lang, k::CALC_ANS_WEIGHTS, &[("format", &f.format)]), vec![(field, json!(f.format))]));
     }
     if let Some(z) = &a.max_size {
-        let text = fmt(
-            lang,
-            k::CALC_ANS_SIZE,
-            &[
-                ("width", &z.width.to_string()),
-                ("height", &z.height.to_string()),
-            ],
-        );
-        items.push((
-            "size".into(),
-            text,
-            vec![("width", json!(z.width)), ("height", json!(z.height))],
-        ));
+        let text = fmt(lang, k::CALC_ANS_SIZE, &[("width", &z.width.to_string()), ("height", &z.height.to_string())]);
+        items.push(("size".into(), text, vec![("width", json!(z.width)), ("height", json!(z.height))]));
     }
     if let Some(x) = &a.max_frames {
-        items.push((
-            "frames".into(),
-            fmt(lang, k::CALC_ANS_FRAMES, &[("value", &x.value.to_string())]),
-            vec![("frames", json!(x.value))],
-        ));
+        items.push(("frames".into(), fmt(lang, k::CALC_ANS_FRAMES, &[("value", &x.value.to_string())]), vec![("frames", json!(x.value))]));
     }
     let empty = items.is_empty();
     view! {
@@ -652,20 +491,11 @@ fn answers_view(
 }
 
 /// The verdict for the chosen card, and the second card side by side when one is chosen.
-fn verdict_view(
-    lang: Lang,
-    ds: &headroom_core::Dataset,
-    state: RwSignal<State>,
-    result: &Fit,
-) -> Option<AnyView> {
+fn verdict_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
     let v = result.verdict.clone()?;
     let answers = result.answers.clone();
     let one = move |v: &Verdict, a: Option<&Answers>, id: &'static str, aid: &'static str| {
-        let class = if v.fits {
-            "verdict fits"
-        } else {
-            "verdict short"
-        };
+        let class = if v.fits { "verdict fits" } else { "verdict short" };
         let a = a.map(|a| answers_view(lang, state, &machine_name(v), a, aid));
         view! {
             <section class=class id=id tabindex="-1" data-fits=v.fits.to_string() data-spare=v.spare_bytes.to_string()>
@@ -696,11 +526,7 @@ fn verdict_view(
     // The second card follows the state by itself: it is not part of the workload's fit.
     let ds = ds.clone();
     let fit = result.clone();
-    let second = move || {
-        state
-            .with(|s| second_card(&ds, s, &fit))
-            .map(|(v2, a2)| one(&v2, Some(&a2), "verdict-2", "answers-2"))
-    };
+    let second = move || state.with(|s| second_card(&ds, s, &fit)).map(|(v2, a2)| one(&v2, Some(&a2), "verdict-2", "answers-2"));
     Some(
         view! {
             <div class="compare">
@@ -713,12 +539,7 @@ fn verdict_view(
 }
 
 /// The cheapest combination of levers that fits the card, with one button that applies it.
-fn plan_view(
-    lang: Lang,
-    ds: &headroom_core::Dataset,
-    state: RwSignal<State>,
-    result: &Fit,
-) -> Option<AnyView> {
+fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
     let v = result.verdict.as_ref().filter(|v| !v.fits)?;
     let card = machine_name(v);
     Some(match &result.plan {
@@ -774,19 +595,19 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
     });
     let rows_of = |terms: &[headroom_core::fit::Term]| {
         terms
-        .iter()
-        .enumerate()
-        .map(|(i, term)| {
-            let ds = ds.clone();
-            view! {
-                <tr data-term=term.term.as_str()>
-                    <th scope="row"><span class=format!("swatch seg-{}", i % 8)></span>{term_label(lang, term.term)}</th>
-                    <td class="num">{gib(term.bytes as f64, lang)}</td>
-                    <td class="evidence">{term.claims.iter().map(|c| view! { <ClaimRef lang=lang ds=ds.clone() id=c.clone() /> }).collect_view()}</td>
-                </tr>
-            }
-        })
-        .collect_view()
+            .iter()
+            .enumerate()
+            .map(|(i, term)| {
+                let ds = ds.clone();
+                view! {
+                    <tr data-term=term.term.as_str()>
+                        <th scope="row"><span class=format!("swatch seg-{}", i % 8)></span>{term_label(lang, term.term)}</th>
+                        <td class="num">{gib(term.bytes as f64, lang)}</td>
+                        <td class="evidence">{term.claims.iter().map(|c| view! { <ClaimRef lang=lang ds=ds.clone() id=c.clone() /> }).collect_view()}</td>
+                    </tr>
+                }
+            })
+            .collect_view()
     };
     let rows = rows_of(&result.breakdown);
     // Several GPUs: one bar per GPU on a common scale, each with its card's edge.
@@ -794,21 +615,29 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
         let cards: Vec<(String, u64)> = result.verdict.as_ref().map_or(Vec::new(), |v| v.gpus.iter().map(|g| (g.card.name.clone(), g.budget_bytes)).collect());
         let limiting = result.verdict.as_ref().and_then(|v| v.limiting);
         let scale = result.devices.iter().map(|d| d.peak_bytes).chain(cards.iter().map(|c| c.1)).max().unwrap_or(1).max(1) as f64;
-        let items = result.devices.iter().map(|d| {
-            let card = cards.get(d.gpu).cloned();
-            let text = match &card {
-                Some((name, budget)) => fmt(lang, k::CALC_GPU_ROW_CARD, &[("n", &d.gpu.to_string()), ("card", name), ("peak", &gib(d.peak_bytes as f64, lang)), ("budget", &gib(*budget as f64, lang))]),
-                None => fmt(lang, k::CALC_GPU_ROW, &[("n", &d.gpu.to_string()), ("peak", &gib(d.peak_bytes as f64, lang))]),
-            };
-            let segs = segments(lang, &d.breakdown, scale);
-            let mark = card.map(|(_, budget)| view! { <span class="budget-mark" style=format!("left:{:.2}%", budget as f64 / scale * 100.0)></span> });
-            view! {
-                <li data-gpu=d.gpu.to_string() data-bytes=d.peak_bytes.to_string() class:limiting=limiting == Some(d.gpu)>
-                    <span>{text.clone()}</span>
-                    <div class="bar-wrap"><div class="bar" role="img" aria-label=text>{segs}</div>{mark}</div>
-                </li>
-            }
-        }).collect_view();
+        let items = result
+            .devices
+            .iter()
+            .map(|d| {
+                let card = cards.get(d.gpu).cloned();
+                let text = match &card {
+                    Some((name, budget)) => fmt(
+                        lang,
+                        k::CALC_GPU_ROW_CARD,
+                        &[("n", &d.gpu.to_string()), ("card", name), ("peak", &gib(d.peak_bytes as f64, lang)), ("budget", &gib(*budget as f64, lang))],
+                    ),
+                    None => fmt(lang, k::CALC_GPU_ROW, &[("n", &d.gpu.to_string()), ("peak", &gib(d.peak_bytes as f64, lang))]),
+                };
+                let segs = segments(lang, &d.breakdown, scale);
+                let mark = card.map(|(_, budget)| view! { <span class="budget-mark" style=format!("left:{:.2}%", budget as f64 / scale * 100.0)></span> });
+                view! {
+                    <li data-gpu=d.gpu.to_string() data-bytes=d.peak_bytes.to_string() class:limiting=limiting == Some(d.gpu)>
+                        <span>{text.clone()}</span>
+                        <div class="bar-wrap"><div class="bar" role="img" aria-label=text>{segs}</div>{mark}</div>
+                    </li>
+                }
+            })
+            .collect_view();
         view! {
             <h2>{t(lang, k::CALC_PER_GPU)}</h2>
             <ul class="gpu-bars" id="gpu-bars">{items}</ul>
@@ -828,32 +657,37 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
     let shown_fits: Vec<_> = result.fits.iter().take(10).cloned().collect();
     let rest: Vec<_> = result.fits.iter().skip(10).cloned().collect();
     let total_fits = result.fits.len();
-    let levers = result.levers.iter().enumerate().map(|(i, l)| {
-        let alt = l.workload.as_object().cloned().unwrap_or_default();
-        let text = changes_label(lang, &ds, &result, &l.changes);
-        let outcome = match l.fits {
-            Some(true) => format!(" — {}", t(lang, k::LEVER_FITS)),
-            Some(false) => format!(" — {}", t(lang, k::LEVER_SHORT)),
-            None => String::new(),
-        };
-        let class = match l.fits {
-            Some(true) => "lever-result fits",
-            Some(false) => "lever-result short",
-            None => "lever-result",
-        };
-        let again = format!("ul.levers li:nth-child({}) button", i + 1);
-        view! {
-            <li data-lever=l.lever.clone()>
-                <button type="button" class="lever" on:click=move |_| {
-                    state.update(|s| apply_lever(s, &alt));
-                    refocus(again.clone());
-                }>{text}</button>" "
-                <span class=class>{fmt(lang, k::LEVER_RESULT, &[("peak", &gib(l.peak_bytes as f64, lang))])}{outcome}</span>" · "
-                <span>{fmt(lang, k::CALC_SAVES, &[("size", &gib(l.saving_bytes as f64, lang))])}</span>" · "
-                <span class="muted">{cost_label(lang, l.cost)}</span>
-            </li>
-        }
-    }).collect_view();
+    let levers = result
+        .levers
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let alt = l.workload.as_object().cloned().unwrap_or_default();
+            let text = changes_label(lang, &ds, &result, &l.changes);
+            let outcome = match l.fits {
+                Some(true) => format!(" — {}", t(lang, k::LEVER_FITS)),
+                Some(false) => format!(" — {}", t(lang, k::LEVER_SHORT)),
+                None => String::new(),
+            };
+            let class = match l.fits {
+                Some(true) => "lever-result fits",
+                Some(false) => "lever-result short",
+                None => "lever-result",
+            };
+            let again = format!("ul.levers li:nth-child({}) button", i + 1);
+            view! {
+                <li data-lever=l.lever.clone()>
+                    <button type="button" class="lever" on:click=move |_| {
+                        state.update(|s| apply_lever(s, &alt));
+                        refocus(again.clone());
+                    }>{text}</button>" "
+                    <span class=class>{fmt(lang, k::LEVER_RESULT, &[("peak", &gib(l.peak_bytes as f64, lang))])}{outcome}</span>" · "
+                    <span>{fmt(lang, k::CALC_SAVES, &[("size", &gib(l.saving_bytes as f64, lang))])}</span>" · "
+                    <span class="muted">{cost_label(lang, l.cost)}</span>
+                </li>
+            }
+        })
+        .collect_view();
     let has_levers = !result.levers.is_empty();
     view! {
         <section class="result" aria-live="polite">
@@ -918,9 +752,7 @@ fn preset_label(lang: Lang, id: &str) -> &'static str {
 
 /// Whether an error says the config cannot be read and the model is to be described by hand.
 fn asks_for_hand_description(e: &str) -> bool {
-    headroom_core::messages::ids(e)
-        .iter()
-        .any(|id| matches!(*id, "config-no-model-type" | "config-unknown-model-type"))
+    headroom_core::messages::ids(e).iter().any(|id| matches!(*id, "config-no-model-type" | "config-unknown-model-type"))
 }
 
 /// What the engine, the card parser or the config reader said when they could not answer, in the
@@ -973,16 +805,7 @@ pub fn error_text(lang: Lang, text: &str) -> String {
         _ => return text.to_string(),
     };
     // A message inside another one (its `error`) is said in the reader's language too.
-    let values: Vec<(&str, String)> = values
-        .into_iter()
-        .map(|(n, v)| {
-            if n == "error" {
-                (n, error_text(lang, &v))
-            } else {
-                (n, v)
-            }
-        })
-        .collect();
+    let values: Vec<(&str, String)> = values.into_iter().map(|(n, v)| if n == "error" { (n, error_text(lang, &v)) } else { (n, v) }).collect();
     let args: Vec<(&str, &str)> = values.iter().map(|(n, v)| (*n, v.as_str())).collect();
     fmt(lang, key, &args)
 }
@@ -1037,10 +860,7 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
             (name.clone(), shown)
         })
         .collect();
-    let refs: Vec<(&str, &str)> = values
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
+    let refs: Vec<(&str, &str)> = values.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     fmt(lang, key, &refs)
 }
 
@@ -1050,11 +870,7 @@ fn hub_message(lang: Lang, id: &str, e: &HubError) -> String {
         HubError::Gated => fmt(lang, k::CALC_OWN_GATED, &[("id", id)]),
         HubError::Missing => fmt(lang, k::CALC_OWN_MISSING, &[("id", id)]),
         HubError::Offline => fmt(lang, k::CALC_OWN_OFFLINE, &[("id", id)]),
-        HubError::Other(m) => fmt(
-            lang,
-            k::CALC_ERROR,
-            &[("error", &format!("{id}: {}", error_text(lang, m)))],
-        ),
+        HubError::Other(m) => fmt(lang, k::CALC_ERROR, &[("error", &format!("{id}: {}", error_text(lang, m)))]),
     }
 }
 
@@ -1074,24 +890,15 @@ fn OwnModelPanel(
     // A file that needs its config.json: its facts, as the parsers gave them.
     let pending: RwSignal<Option<Value>> = RwSignal::new(None);
     let paste = RwSignal::new(String::new());
-    let hf_id = RwSignal::new(state.with_untracked(|s| {
-        s.get("model")
-            .and_then(|m| m.as_str())
-            .and_then(|m| m.strip_prefix(HUB_PREFIX))
-            .unwrap_or("")
-            .to_string()
-    }));
+    let hf_id =
+        RwSignal::new(state.with_untracked(|s| s.get("model").and_then(|m| m.as_str()).and_then(|m| m.strip_prefix(HUB_PREFIX)).unwrap_or("").to_string()));
     let manual: RwSignal<BTreeMap<String, String>> = RwSignal::new(BTreeMap::new());
     // What the engine said about the reader's input, in their language; a config it cannot read
     // also opens the form to describe the model by hand.
     let by_hand = RwSignal::new(false);
     let fail = move |e: String| {
         by_hand.set(asks_for_hand_description(&e));
-        message.set(Some(fmt(
-            lang,
-            k::CALC_ERROR,
-            &[("error", &error_text(lang, &e))],
-        )));
+        message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))])));
     };
     // A model object goes into the state; a file in a format the engine knows also sets `weights`
     // (its exact bytes then count), and a GGUF the engine that reads it.
@@ -1105,10 +912,7 @@ fn OwnModelPanel(
                 if let Some(f) = format {
                     s.insert("weights".into(), json!(f));
                 }
-                let engine = s
-                    .get("engine")
-                    .and_then(|e| e.as_str())
-                    .unwrap_or("transformers");
+                let engine = s.get("engine").and_then(|e| e.as_str()).unwrap_or("transformers");
                 if gguf && engine != "ollama" && engine != "llama.cpp" {
                     s.insert("engine".into(), json!("llama.cpp"));
                 }
@@ -1134,10 +938,7 @@ fn OwnModelPanel(
             if let Some(m) = w.get("model").cloned() {
                 set_field(&ds_k, s, Field::Model, m);
             }
-            for (k, v) in w
-                .iter()
-                .filter(|(k, _)| k.as_str() != "kind" && k.as_str() != "model")
-            {
+            for (k, v) in w.iter().filter(|(k, _)| k.as_str() != "kind" && k.as_str() != "model") {
                 s.insert(k.clone(), v.clone());
             }
             if !w.contains_key("file") {
@@ -1147,37 +948,18 @@ fn OwnModelPanel(
     };
     // A description (from the parsers) used: a diffusion checkpoint, or an LLM's model object.
     let apply_description = move |d: &Value| {
-        if let Some(w) = d
-            .get("diffusion_workload")
-            .and_then(|w| w.as_object())
-            .cloned()
-        {
+        if let Some(w) = d.get("diffusion_workload").and_then(|w| w.as_object()).cloned() {
             use_checkpoint(w);
             return;
         }
         match d.get("model") {
             Some(m) if m.is_object() => {
-                let format = d
-                    .get("weights_format")
-                    .and_then(|f| f.as_str())
-                    .map(str::to_string);
-                use_model(
-                    m.clone(),
-                    format,
-                    d.get("format").and_then(|f| f.as_str()) == Some("gguf"),
-                )
+                let format = d.get("weights_format").and_then(|f| f.as_str()).map(str::to_string);
+                use_model(m.clone(), format, d.get("format").and_then(|f| f.as_str()) == Some("gguf"))
             }
             _ => {
-                let notes: Vec<&str> = d
-                    .get("notes")
-                    .and_then(|n| n.as_array())
-                    .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
-                    .unwrap_or_default();
-                message.set(Some(fmt(
-                    lang,
-                    k::CALC_ERROR,
-                    &[("error", &notes.join("; "))],
-                )))
+                let notes: Vec<&str> = d.get("notes").and_then(|n| n.as_array()).map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
+                message.set(Some(fmt(lang, k::CALC_ERROR, &[("error", &notes.join("; "))])))
             }
         }
     };
@@ -1229,19 +1011,9 @@ fn OwnModelPanel(
                 match crate::own_model::read_file(file).await {
                     Ok(answer) => {
                         let facts = &answer["facts"];
-                        if facts["diffusion"].is_null()
-                            && facts["hf_config"].is_null()
-                            && facts["needs_config"] == json!(true)
-                        {
-                            let size = facts["weight_bytes"]
-                                .as_u64()
-                                .map(|b| gib(b as f64, lang))
-                                .unwrap_or_default();
-                            message.set(Some(fmt(
-                                lang,
-                                k::CALC_OWN_NEED_CONFIG,
-                                &[("size", &size)],
-                            )));
+                        if facts["diffusion"].is_null() && facts["hf_config"].is_null() && facts["needs_config"] == json!(true) {
+                            let size = facts["weight_bytes"].as_u64().map(|b| gib(b as f64, lang)).unwrap_or_default();
+                            message.set(Some(fmt(lang, k::CALC_OWN_NEED_CONFIG, &[("size", &size)])));
                             pending.set(Some(facts.clone()));
                         } else {
                             apply(&answer["description"]);
@@ -1259,8 +1031,7 @@ fn OwnModelPanel(
         #[cfg(feature = "csr")]
         {
             use wasm_bindgen::JsCast;
-            let input: Option<web_sys::HtmlInputElement> =
-                _ev.target().and_then(|t| t.dyn_into().ok());
+            let input: Option<web_sys::HtmlInputElement> = _ev.target().and_then(|t| t.dyn_into().ok());
             if let Some(f) = input.and_then(|i| i.files()).and_then(|l| l.get(0)) {
                 read_input(f);
             }
@@ -1269,59 +1040,34 @@ fn OwnModelPanel(
     let on_drop = move |ev: leptos::ev::DragEvent| {
         ev.prevent_default();
         #[cfg(feature = "csr")]
-        if let Some(f) = ev
-            .data_transfer()
-            .and_then(|d| d.files())
-            .and_then(|l| l.get(0))
-        {
+        if let Some(f) = ev.data_transfer().and_then(|d| d.files()).and_then(|l| l.get(0)) {
             read_drop(f);
         }
     };
     let summary = move || {
-        arch.get()
-            .filter(|a| a.origin.source != "catalog")
-            .map(|a| {
-                let source = match a.origin.model_type.as_deref() {
-                    Some(t) => format!("config.json (model_type {t})"),
-                    None => a.origin.source.clone(),
-                };
-                let mut text = fmt(
-                    lang,
-                    k::CALC_OWN_USING,
-                    &[
-                        ("name", &a.name),
-                        (
-                            "params",
-                            &headroom_core::format::number(a.params as f64, lang),
-                        ),
-                        ("layers", &a.layers.to_string()),
-                        ("source", &source),
-                    ],
-                );
-                if let Some(c) = &a.origin.counted {
-                    text.push_str(&format!(" ({c})"));
-                }
-                text
-            })
+        arch.get().filter(|a| a.origin.source != "catalog").map(|a| {
+            let source = match a.origin.model_type.as_deref() {
+                Some(t) => format!("config.json (model_type {t})"),
+                None => a.origin.source.clone(),
+            };
+            let mut text = fmt(
+                lang,
+                k::CALC_OWN_USING,
+                &[("name", &a.name), ("params", &headroom_core::format::number(a.params as f64, lang)), ("layers", &a.layers.to_string()), ("source", &source)],
+            );
+            if let Some(c) = &a.origin.counted {
+                text.push_str(&format!(" ({c})"));
+            }
+            text
+        })
     };
     let file_line = move || {
         state.with(|s| {
-            let f = s
-                .get("model")
-                .and_then(|m| m.get("file"))
-                .or_else(|| s.get("file"))?;
-            Some(fmt(
-                lang,
-                k::CALC_OWN_FILE_BYTES,
-                &[
-                    ("size", &gib(f.get("bytes")?.as_u64()? as f64, lang)),
-                    ("format", f.get("format")?.as_str()?),
-                ],
-            ))
+            let f = s.get("model").and_then(|m| m.get("file")).or_else(|| s.get("file"))?;
+            Some(fmt(lang, k::CALC_OWN_FILE_BYTES, &[("size", &gib(f.get("bytes")?.as_u64()? as f64, lang)), ("format", f.get("format")?.as_str()?)]))
         })
     };
-    let llm_task =
-        move || state.with(|s| s.get("kind").and_then(|k| k.as_str()) != Some("diffusion"));
+    let llm_task = move || state.with(|s| s.get("kind").and_then(|k| k.as_str()) != Some("diffusion"));
     let fields = headroom_core::hf::REQUIRED_FIELDS;
     view! {
         <fieldset class="own-model" id="own-model" on:dragover=|ev: leptos::ev::DragEvent| ev.prevent_default() on:drop=on_drop>
@@ -1400,46 +1146,25 @@ fn save_card(s: &State) {
 /// The card: a catalog GPU or a size typed in GiB, what other processes already use, and a second
 /// card to compare.
 #[component]
-fn CardPicker(
-    lang: Lang,
-    ds: Data,
-    state: RwSignal<State>,
-    cards: Vec<(String, String)>,
-    result: Memo<Result<Fit, NoResult>>,
-) -> impl IntoView {
+fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, String)>, result: Memo<Result<Fit, NoResult>>) -> impl IntoView {
     const SIZE: &str = "size";
     let is_catalog = {
         let ds = ds.clone();
         move |v: &Value| v.as_str().is_some_and(|c| ds.gpu(c).is_some())
     };
-    let size_mode =
-        RwSignal::new(state.with_untracked(|s| s.get("card").is_some_and(|v| !is_catalog(v))));
+    let size_mode = RwSignal::new(state.with_untracked(|s| s.get("card").is_some_and(|v| !is_catalog(v))));
     let card = move || {
         if size_mode.get() {
             return SIZE.to_string();
         }
-        state.with(|s| {
-            s.get("card")
-                .and_then(|c| c.as_str())
-                .unwrap_or("")
-                .to_string()
-        })
+        state.with(|s| s.get("card").and_then(|c| c.as_str()).unwrap_or("").to_string())
     };
     let size_node = NodeRef::<leptos::html::Input>::new();
     let other_node = NodeRef::<leptos::html::Input>::new();
     let ram_node = NodeRef::<leptos::html::Input>::new();
     #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
     let ds_report = ds.clone();
-    let size = move || {
-        number_text(
-            size_node,
-            state.with(|s| {
-                s.get("card")
-                    .filter(|v| !v.as_str().is_some_and(|x| ds.gpu(x).is_some()))
-                    .cloned()
-            }),
-        )
-    };
+    let size = move || number_text(size_node, state.with(|s| s.get("card").filter(|v| !v.as_str().is_some_and(|x| ds.gpu(x).is_some())).cloned()));
     let set = move |key: &'static str, v: Option<Value>| {
         state.update(|s| {
             match v {
@@ -1463,12 +1188,7 @@ fn CardPicker(
             #[cfg(feature = "csr")]
             {
                 use wasm_bindgen::JsCast;
-                let Some(file) = ev
-                    .target()
-                    .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
-                    .and_then(|i| i.files())
-                    .and_then(|f| f.get(0))
-                else {
+                let Some(file) = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok()).and_then(|i| i.files()).and_then(|f| f.get(0)) else {
                     return;
                 };
                 let ds = ds.clone();
@@ -1495,10 +1215,11 @@ fn CardPicker(
                             }
                             let other = (bytes("other_bytes") / GIB * 10.0).round() / 10.0;
                             set("other", (other > 0.0).then(|| json!(other)));
-                            fmt(lang, k::CALC_PROBE_REPORT_OK, &[
-                                ("name", answer["name"].as_str().unwrap_or("")),
-                                ("other", &crate::fmt::decimal(other, 1, lang)),
-                            ])
+                            fmt(
+                                lang,
+                                k::CALC_PROBE_REPORT_OK,
+                                &[("name", answer["name"].as_str().unwrap_or("")), ("other", &crate::fmt::decimal(other, 1, lang))],
+                            )
                         }
                         Some(code) => {
                             let why = match code {
@@ -1601,21 +1322,13 @@ fn Summary(lang: Lang, result: Memo<Result<Fit, NoResult>>) -> impl IntoView {
     let text = move || {
         result.with(|r| match r {
             Ok(f) => {
-                let peak = format!(
-                    "{} {}",
-                    t(lang, k::CALC_PEAK),
-                    gib(f.peak_bytes as f64, lang)
-                );
+                let peak = format!("{} {}", t(lang, k::CALC_PEAK), gib(f.peak_bytes as f64, lang));
                 let class = match &f.verdict {
                     Some(v) if v.fits => "summary fits",
                     Some(_) => "summary short",
                     None => "summary",
                 };
-                (
-                    class,
-                    peak,
-                    f.verdict.as_ref().map(|v| verdict_line(lang, v)),
-                )
+                (class, peak, f.verdict.as_ref().map(|v| verdict_line(lang, v)))
             }
             Err(_) => ("summary", String::new(), None),
         })
@@ -1654,12 +1367,7 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
     {
         let ds = ds.clone();
         Effect::new(move |_| {
-            let id = state.with(|s| {
-                s.get("model")
-                    .and_then(|m| m.as_str())
-                    .and_then(|m| m.strip_prefix(HUB_PREFIX))
-                    .map(str::to_string)
-            });
+            let id = state.with(|s| s.get("model").and_then(|m| m.as_str()).and_then(|m| m.strip_prefix(HUB_PREFIX)).map(str::to_string));
             if let Some(id) = id {
                 if !hub.with_untracked(|h| h.contains_key(&id)) {
                     let ds = ds.clone();
@@ -1675,56 +1383,19 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
     }
     let ds_c = ds.clone();
     let result = Memo::new(move |_| hub.with(|h| state.with(|s| compute(&ds_c, s, h))));
-    let kind = move || {
-        state.with(|s| {
-            s.get("kind")
-                .and_then(|k| k.as_str())
-                .unwrap_or("llm-inference")
-                .to_string()
-        })
-    };
-    let tasks = [
-        ("llm-inference", k::CALC_KIND_LLM),
-        ("training", k::CALC_KIND_TRAINING),
-        ("diffusion", k::CALC_KIND_DIFFUSION),
-    ];
+    let kind = move || state.with(|s| s.get("kind").and_then(|k| k.as_str()).unwrap_or("llm-inference").to_string());
+    let tasks = [("llm-inference", k::CALC_KIND_LLM), ("training", k::CALC_KIND_TRAINING), ("diffusion", k::CALC_KIND_DIFFUSION)];
     let ds_f = ds.clone();
     let ds_r = ds.clone();
     let ds_o = ds.clone();
-    let share = move || {
-        format!(
-            "{}{}",
-            crate::routes::Route::Calculator.path(lang),
-            state.with(to_query)
-        )
-    };
+    let share = move || format!("{}{}", crate::routes::Route::Calculator.path(lang), state.with(to_query));
     let mut gpus: Vec<&headroom_core::Gpu> = ds.gpus.iter().collect();
-    headroom_core::sort_short_by(&mut gpus, |a, b| {
-        a.memory_gb
-            .total_cmp(&b.memory_gb)
-            .then(a.name.cmp(&b.name))
-    });
-    let cards: Vec<(String, String)> = gpus
-        .iter()
-        .map(|g| {
-            (
-                g.id.clone(),
-                format!(
-                    "{} · {}",
-                    g.name,
-                    gib(headroom_core::fit::gpu_bytes(g) as f64, lang)
-                ),
-            )
-        })
-        .collect();
-    let arch = Signal::derive(move || {
-        result.with(|r| r.as_ref().ok().and_then(|f| f.architecture.clone()))
-    });
-    let manual_open = Signal::derive(move || {
-        result.with(|r| matches!(r, Err(NoResult::Invalid(e)) if asks_for_hand_description(e)))
-    });
-    let show_panel =
-        move || open.get() || state.with(is_own_model) || state.with(|s| s.contains_key("file"));
+    headroom_core::sort_short_by(&mut gpus, |a, b| a.memory_gb.total_cmp(&b.memory_gb).then(a.name.cmp(&b.name)));
+    let cards: Vec<(String, String)> =
+        gpus.iter().map(|g| (g.id.clone(), format!("{} · {}", g.name, gib(headroom_core::fit::gpu_bytes(g) as f64, lang)))).collect();
+    let arch = Signal::derive(move || result.with(|r| r.as_ref().ok().and_then(|f| f.architecture.clone())));
+    let manual_open = Signal::derive(move || result.with(|r| matches!(r, Err(NoResult::Invalid(e)) if asks_for_hand_description(e))));
+    let show_panel = move || open.get() || state.with(is_own_model) || state.with(|s| s.contains_key("file"));
     view! {
         <h1>{t(lang, k::CALC_TITLE)}</h1>
         <p class="lead">{t(lang, k::CALC_LEAD)}</p>
@@ -1785,16 +1456,8 @@ mod tests {
     #[test]
     fn every_engine_message_reads_in_every_language() {
         for (id, template) in headroom_core::messages::MESSAGES {
-            let names: Vec<&str> = template
-                .split('{')
-                .skip(1)
-                .filter_map(|r| r.split_once('}').map(|(n, _)| n))
-                .collect();
-            let values: Vec<(&str, String)> = names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (*n, format!("V{i}")))
-                .collect();
+            let names: Vec<&str> = template.split('{').skip(1).filter_map(|r| r.split_once('}').map(|(n, _)| n)).collect();
+            let values: Vec<(&str, String)> = names.iter().enumerate().map(|(i, n)| (*n, format!("V{i}"))).collect();
             let refs: Vec<(&str, &str)> = values.iter().map(|(n, v)| (*n, v.as_str())).collect();
             let english = headroom_core::messages::say(id, &refs);
             for lang in Lang::ALL {
@@ -1803,11 +1466,7 @@ mod tests {
                     assert_ne!(shown, english, "{id} in {}", lang.code());
                 }
                 for (_, v) in &values {
-                    assert!(
-                        shown.contains(v.as_str()),
-                        "{id} in {}: {shown} lacks {v}",
-                        lang.code()
-                    );
+                    assert!(shown.contains(v.as_str()), "{id} in {}: {shown} lacks {v}", lang.code());
                 }
             }
         }

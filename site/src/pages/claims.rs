@@ -5,7 +5,7 @@ use headroom_i18n::{fmt, k, t};
 use leptos::prelude::*;
 
 use crate::routes::Route;
-use crate::ui::{breakable, source_kind_key, title_text, topic_key, ClaimRef, Data, VerdictBadge};
+use crate::ui::{ClaimRef, Data, VerdictBadge, breakable, source_kind_key, title_text, topic_key};
 
 /// Markdown, BBCode and plain-text citations of a claim. Each leads with the verdict and quotes
 /// what was said, then (contradicted) what is true or (qualified) the condition, so a snippet
@@ -79,15 +79,8 @@ pub fn ClaimList(lang: Lang, ds: Data, query: String) -> impl IntoView {
             .map(|c| c.id.clone())
             .collect::<Vec<_>>()
     });
-    let verdict_options = Verdict::ALL
-        .iter()
-        .copied()
-        .map(|v| view! { <option value=v.as_str()>{t(lang, crate::ui::verdict_key(v))}</option> })
-        .collect_view();
-    let topic_options = headroom_core::Topic::ALL
-        .iter()
-        .map(|&tp| view! { <option value=tp.as_str()>{t(lang, topic_key(tp))}</option> })
-        .collect_view();
+    let verdict_options = Verdict::ALL.iter().copied().map(|v| view! { <option value=v.as_str()>{t(lang, crate::ui::verdict_key(v))}</option> }).collect_view();
+    let topic_options = headroom_core::Topic::ALL.iter().map(|&tp| view! { <option value=tp.as_str()>{t(lang, topic_key(tp))}</option> }).collect_view();
     view! {
         <h1>{t(lang, k::CLAIMS_TITLE)}</h1>
         <p class="lead">{t(lang, k::CLAIMS_LEAD)}</p>
@@ -126,7 +119,9 @@ pub fn ClaimList(lang: Lang, ds: Data, query: String) -> impl IntoView {
 /// Where a claim was said: the seed article's title and publisher, or the address.
 fn origin_text(lang: Lang, seeds: &[headroom_core::Seed], o: &headroom_core::Origin) -> String {
     match (&o.seed, &o.url) {
-        (Some(f), _) => seeds.iter().find(|s| &s.file == f).map(|s| format!("{} — {}", s.title, s.publisher)).unwrap_or_else(|| fmt(lang, k::CLAIM_SEED, &[("file", f)])),
+        (Some(f), _) => {
+            seeds.iter().find(|s| &s.file == f).map(|s| format!("{} — {}", s.title, s.publisher)).unwrap_or_else(|| fmt(lang, k::CLAIM_SEED, &[("file", f)]))
+        }
         (None, Some(u)) => u.clone(),
         _ => String::new(),
     }

@@ -4,15 +4,18 @@ use headroom_core::{Lang, Segment, Vendor};
 use headroom_i18n::{fmt, k, t};
 use leptos::prelude::*;
 
-use crate::ui::{source_kind_key, Data};
+use crate::ui::{Data, source_kind_key};
 
 fn segment_label(lang: Lang, s: Segment) -> &'static str {
-    t(lang, match s {
-        Segment::Desktop => k::GPUS_DESKTOP,
-        Segment::Laptop => k::GPUS_LAPTOP,
-        Segment::Workstation => k::GPUS_WORKSTATION,
-        Segment::Datacenter => k::GPUS_DATACENTER,
-    })
+    t(
+        lang,
+        match s {
+            Segment::Desktop => k::GPUS_DESKTOP,
+            Segment::Laptop => k::GPUS_LAPTOP,
+            Segment::Workstation => k::GPUS_WORKSTATION,
+            Segment::Datacenter => k::GPUS_DATACENTER,
+        },
+    )
 }
 
 /// Where the probe's allocator check ran on this card: the share of exact cases per driver
@@ -25,11 +28,7 @@ fn alloc_checked(lang: Lang, ds: &Data, gpu: &str) -> String {
         .filter_map(|a| a.measurement.strip_prefix("alloc_model_exact_pct@cuda").map(|cuda| (a, cuda)))
         .map(|(a, cuda)| {
             let pct = headroom_core::Value { number: Some(a.median.round()), min: None, max: None, unit: "%".into(), approx: false };
-            fmt(lang, k::GPUS_ALLOC_CHECKED_VALUE, &[
-                ("exact", &crate::fmt::value(&pct, lang)),
-                ("cuda", cuda),
-                ("submitters", &a.submitters.to_string()),
-            ])
+            fmt(lang, k::GPUS_ALLOC_CHECKED_VALUE, &[("exact", &crate::fmt::value(&pct, lang)), ("cuda", cuda), ("submitters", &a.submitters.to_string())])
         })
         .collect();
     if lines.is_empty() { t(lang, k::GPUS_NOT_MEASURED).to_string() } else { lines.join("; ") }
@@ -160,7 +159,9 @@ mod tests {
         assert_eq!(architecture(Lang::En, &xtx), "RDNA3 (gfx1100) · ROCm 7.0 on Linux");
         let old = gpu(serde_json::json!({"vendor": "amd", "architecture": "RDNA2", "llvm_target": "gfx1031", "rocm_linux": "none"}));
         assert_eq!(architecture(Lang::Pt, &old), "RDNA2 (gfx1031) · fora da lista do ROCm para Linux");
-        let h200 = gpu(serde_json::json!({"architecture": "Hopper", "compute_capability": "9.0", "memory_type": "HBM3e", "bus_width_bits": 6144, "interface": "SXM5"}));
+        let h200 = gpu(
+            serde_json::json!({"architecture": "Hopper", "compute_capability": "9.0", "memory_type": "HBM3e", "bus_width_bits": 6144, "interface": "SXM5"}),
+        );
         assert_eq!(architecture(Lang::En, &h200), "Hopper (9.0)");
         let mac = gpu(serde_json::json!({"vendor": "apple", "architecture": "M4 Pro"}));
         assert_eq!(architecture(Lang::It, &mac), "M4 Pro · memoria unificata");

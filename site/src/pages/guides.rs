@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use headroom_core::guides::Guide;
 use headroom_core::Lang;
+use headroom_core::guides::Guide;
 use headroom_i18n::{fmt, k, t};
 use leptos::prelude::*;
 
@@ -56,9 +56,9 @@ pub fn GuidePage(lang: Lang, ds: Data, slug: String) -> impl IntoView {
     if guide.get_untracked().is_none() {
         let slug = slug.clone();
         leptos::task::spawn_local(async move {
-            let found = crate::api::guides(lang).await.and_then(|all| {
-                all.into_iter().find(|g| g.slug == slug).ok_or_else(|| format!("guides-{}.json has no `{slug}`", lang.code()))
-            });
+            let found = crate::api::guides(lang)
+                .await
+                .and_then(|all| all.into_iter().find(|g| g.slug == slug).ok_or_else(|| format!("guides-{}.json has no `{slug}`", lang.code())));
             guide.set(Some(found));
         });
     }
@@ -68,8 +68,7 @@ pub fn GuidePage(lang: Lang, ds: Data, slug: String) -> impl IntoView {
         Some(Err(e)) => view! { <p role="alert">{fmt(lang, k::GUIDES_UNAVAILABLE, &[("error", &e)])}</p> }.into_any(),
         Some(Ok(g)) => {
             let toc: Vec<_> = g.headings.iter().filter(|h| h.level == 2).cloned().collect();
-            let related: Vec<(String, String)> =
-                g.related.iter().filter_map(|s| titles.iter().find(|(x, _)| x == s).cloned()).collect();
+            let related: Vec<(String, String)> = g.related.iter().filter_map(|s| titles.iter().find(|(x, _)| x == s).cloned()).collect();
             let ds = ds.clone();
             view! {
                 <nav class="toc" aria-label=t(lang, k::GUIDES_CONTENTS)>

@@ -16,11 +16,7 @@ use crate::ui::{ClaimRef, Data};
 /// A size as people read it: MiB below a GiB, else GiB, in the language's notation.
 pub fn size(bytes: u64, lang: Lang) -> String {
     let b = bytes as f64;
-    if b < (1u64 << 30) as f64 {
-        format!("{} MiB", crate::fmt::decimal(b / (1u64 << 20) as f64, 0, lang))
-    } else {
-        crate::fmt::gib(b, lang)
-    }
+    if b < (1u64 << 30) as f64 { format!("{} MiB", crate::fmt::decimal(b / (1u64 << 20) as f64, 0, lang)) } else { crate::fmt::gib(b, lang) }
 }
 
 /// A column of the matrix: a card and what is taken on it before the trace starts.
@@ -46,7 +42,9 @@ pub struct Setting {
 /// cards (the cards people who hit "out of memory" have), smallest first, at most `n`.
 pub fn default_cards(ds: &headroom_core::Dataset, n: usize) -> Vec<String> {
     let mut gpus: Vec<&headroom_core::Gpu> = ds.gpus.iter().filter(|g| matches!(g.segment, Segment::Desktop | Segment::Laptop)).collect();
-    headroom_core::sort_short_by(&mut gpus, |a, b| a.memory_gb.partial_cmp(&b.memory_gb).unwrap().then((a.segment == Segment::Laptop).cmp(&(b.segment == Segment::Laptop))).then(a.name.cmp(&b.name)));
+    headroom_core::sort_short_by(&mut gpus, |a, b| {
+        a.memory_gb.partial_cmp(&b.memory_gb).unwrap().then((a.segment == Segment::Laptop).cmp(&(b.segment == Segment::Laptop))).then(a.name.cmp(&b.name))
+    });
     let mut out: Vec<String> = Vec::new();
     let mut last = f64::NAN;
     for g in gpus {
@@ -308,7 +306,10 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
         detail.set(None);
         let Some((conf, card)) = grid.with_untracked(|(s, cs)| Some((s.get(r)?.conf.clone(), cs.get(c)?.clone()))) else { return };
         #[cfg(feature = "csr")]
-        post(serde_json::json!({"type": "detail", "key": r * 1000 + c, "conf": conf, "total": card.total as f64, "taken": card.taken as f64, "points": 600}), None);
+        post(
+            serde_json::json!({"type": "detail", "key": r * 1000 + c, "conf": conf, "total": card.total as f64, "taken": card.taken as f64, "points": 600}),
+            None,
+        );
         let _ = (conf, card);
     });
 
@@ -455,11 +456,19 @@ fn status_line(lang: Lang, stage: &Stage, name: &str, summary: Option<&Value>) -
             match stage {
                 Stage::Running { done, total, events, ms } => {
                     line.push(' ');
-                    line.push_str(&fmt(lang, k::LAB_PROGRESS, &[("done", &done.to_string()), ("total", &total.to_string()), ("rate", &rate(*events, *ms, lang))]));
+                    line.push_str(&fmt(
+                        lang,
+                        k::LAB_PROGRESS,
+                        &[("done", &done.to_string()), ("total", &total.to_string()), ("rate", &rate(*events, *ms, lang))],
+                    ));
                 }
                 Stage::Finished { total, events, ms } => {
                     line.push(' ');
-                    line.push_str(&fmt(lang, k::LAB_FINISHED, &[("total", &total.to_string()), ("seconds", &crate::fmt::decimal(ms / 1000.0, 1, lang)), ("rate", &rate(*events, *ms, lang))]));
+                    line.push_str(&fmt(
+                        lang,
+                        k::LAB_FINISHED,
+                        &[("total", &total.to_string()), ("seconds", &crate::fmt::decimal(ms / 1000.0, 1, lang)), ("rate", &rate(*events, *ms, lang))],
+                    ));
                 }
                 Stage::Cancelled { done, total } => {
                     line.push(' ');
@@ -597,7 +606,11 @@ fn cell_text(lang: Lang, cell: Option<&Value>, card: &Card) -> (&'static str, St
     if let Some(e) = v["error"].as_str() {
         return ("oom", e.to_string(), String::new());
     }
-    let peaks = fmt(lang, k::LAB_PEAKS, &[("reserved", &size(v["peak_reserved"].as_u64().unwrap_or(0), lang)), ("allocated", &size(v["peak_allocated"].as_u64().unwrap_or(0), lang))]);
+    let peaks = fmt(
+        lang,
+        k::LAB_PEAKS,
+        &[("reserved", &size(v["peak_reserved"].as_u64().unwrap_or(0), lang)), ("allocated", &size(v["peak_allocated"].as_u64().unwrap_or(0), lang))],
+    );
     if v["oom"] == true {
         let head = match v["oom_at"].as_u64() {
             Some(at) => fmt(lang, k::LAB_CELL_OOM, &[("event", &at.to_string())]),
@@ -617,7 +630,10 @@ fn Detail(lang: Lang, d: Value, card: Card) -> impl IntoView {
         return view! { <p role="alert" class="error">{e.to_string()}</p> }.into_any();
     }
     let o = &d["outcome"];
-    let points: Vec<(f64, f64, f64)> = d["points"].as_array().map(|a| a.iter().map(|p| (p[0].as_f64().unwrap_or(0.0), p[1].as_f64().unwrap_or(0.0), p[2].as_f64().unwrap_or(0.0))).collect()).unwrap_or_default();
+    let points: Vec<(f64, f64, f64)> = d["points"]
+        .as_array()
+        .map(|a| a.iter().map(|p| (p[0].as_f64().unwrap_or(0.0), p[1].as_f64().unwrap_or(0.0), p[2].as_f64().unwrap_or(0.0))).collect())
+        .unwrap_or_default();
     let events = d["events"].as_f64().unwrap_or(1.0).max(1.0);
     let limit = d["limit"].as_f64().unwrap_or(0.0);
     let top = points.iter().map(|p| p.2.max(p.1)).fold(limit, f64::max).max(1.0) * 1.05;

@@ -60,8 +60,7 @@ pub fn description(lang: Lang, route: &Route, ds: &headroom_core::Dataset) -> St
 /// A page's body, without the layout: what one bundle of the app can render.
 pub type Body = fn(Lang, Route, Data, String) -> AnyView;
 
-pub use crate::routes::{ui_url, Bundle};
-
+pub use crate::routes::{Bundle, ui_url};
 
 /// The calculator bundle's body.
 pub fn calculator_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView {

@@ -14,13 +14,13 @@
 
 use std::str::FromStr;
 use std::sync::atomic::AtomicBool;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use postgres::error::SqlState;
 use postgres::{Client, Config, NoTls};
 
-use super::{enqueue, spawn_writer, BatchWriter, Health, Inserted, Job, NewSubmission, Reply, Status, Store, StoreError, Submission, MIGRATIONS};
+use super::{BatchWriter, Health, Inserted, Job, MIGRATIONS, NewSubmission, Reply, Status, Store, StoreError, Submission, enqueue, spawn_writer};
 
 /// Parses a `postgres://` URL (libpq's URL form) into a connection config.
 pub(super) fn config(url: &str) -> Result<Config, String> {
@@ -51,10 +51,7 @@ pub(super) fn redacted(url: &str) -> String {
         }
     }
     if let Some(query) = query {
-        let params: Vec<String> = query
-            .split('&')
-            .map(|p| if p.starts_with("password=") { "password=***".to_string() } else { p.to_string() })
-            .collect();
+        let params: Vec<String> = query.split('&').map(|p| if p.starts_with("password=") { "password=***".to_string() } else { p.to_string() }).collect();
         out = format!("{out}?{}", params.join("&"));
     }
     out
@@ -116,10 +113,7 @@ fn migrate(client: &mut Client, shown: &str) -> Result<(), String> {
     let applied: i32 = tx.query_one("SELECT schema_version FROM headroom_meta", &[]).map_err(err)?.get(0);
     let applied = usize::try_from(applied).unwrap_or(usize::MAX);
     if applied > MIGRATIONS.len() {
-        return Err(format!(
-            "database {shown} has schema version {applied}, newer than this build knows ({}); use a newer `dataset`",
-            MIGRATIONS.len()
-        ));
+        return Err(format!("database {shown} has schema version {applied}, newer than this build knows ({}); use a newer `dataset`", MIGRATIONS.len()));
     }
     for sql in &MIGRATIONS[applied..] {
         tx.batch_execute(sql).map_err(err)?;
@@ -128,11 +122,7 @@ fn migrate(client: &mut Client, shown: &str) -> Result<(), String> {
     // removed by hand. SHARE mode waits for inserts in flight in other server processes (a
     // rolling restart) and holds new ones back until this commits, so none is missed.
     tx.batch_execute("LOCK TABLE submissions IN SHARE MODE").map_err(err)?;
-    tx.execute(
-        "UPDATE headroom_meta SET schema_version = $1, submissions = (SELECT count(*) FROM submissions)",
-        &[&(MIGRATIONS.len() as i32)],
-    )
-    .map_err(err)?;
+    tx.execute("UPDATE headroom_meta SET schema_version = $1, submissions = (SELECT count(*) FROM submissions)", &[&(MIGRATIONS.len() as i32)]).map_err(err)?;
     tx.commit().map_err(err)
 }
 
@@ -238,9 +228,7 @@ fn commit_batch(client: &mut Client, jobs: &[Job]) -> Result<Vec<Result<Inserted
             match tx.query_opt(&existing, &[&new.content_hash])? {
                 Some(row) => {
                     let (id, status): (String, String) = (row.get(0), row.get(1));
-                    Status::parse(&status)
-                        .map(|status| Inserted { id, created: false, status })
-                        .ok_or_else(|| StoreError(format!("unknown status `{status}`")))
+                    Status::parse(&status).map(|status| Inserted { id, created: false, status }).ok_or_else(|| StoreError(format!("unknown status `{status}`")))
                 }
                 None => Err(StoreError(format!("submission id {} is already taken", new.id))),
             }

@@ -36,11 +36,7 @@ pub fn tolerance(measured: u64) -> f64 {
 
 /// Parses JSON lines; a broken line is an error naming its number.
 pub fn parse_references(text: &str) -> Result<Vec<Reference>, String> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
-        .collect()
+    text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1))).collect()
 }
 
 pub fn accuracy(ds: &Dataset, refs: &[Reference]) -> Result<Vec<Row>, String> {
@@ -53,12 +49,7 @@ pub fn accuracy(ds: &Dataset, refs: &[Reference]) -> Result<Vec<Row>, String> {
         let err_bytes = predicted as i64 - r.peak_allocated as i64;
         rows.push(Row {
             id: r.id.clone(),
-            kind: r
-                .workload
-                .get("kind")
-                .and_then(|k| k.as_str())
-                .unwrap_or("?")
-                .to_string(),
+            kind: r.workload.get("kind").and_then(|k| k.as_str()).unwrap_or("?").to_string(),
             measured_allocated: r.peak_allocated,
             predicted_allocated: predicted,
             error: err_bytes as f64 / r.peak_allocated as f64,
@@ -130,11 +121,7 @@ pub fn llama_within(measured: u64, predicted: u64) -> bool {
 }
 
 pub fn parse_llama_references(text: &str) -> Result<Vec<LlamaReference>, String> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
-        .collect()
+    text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1))).collect()
 }
 
 /// Predicted (every term the engine puts on the GPU) against the measured peak of each run.
@@ -171,11 +158,7 @@ pub fn llama_accuracy(ds: &Dataset, refs: &[LlamaReference]) -> Result<Vec<Llama
                 Some(DeviceRow { gpu, measured, predicted, within_tolerance: llama_within(measured, predicted) })
             })
             .collect();
-        let estimate = if b.devices.is_empty() {
-            printed("CUDA0")
-        } else {
-            (0..b.devices.len()).map(|g| printed(&format!("CUDA{g}"))).sum::<Option<u64>>()
-        };
+        let estimate = if b.devices.is_empty() { printed("CUDA0") } else { (0..b.devices.len()).map(|g| printed(&format!("CUDA{g}"))).sum::<Option<u64>>() };
         let host_measured = printed("Host");
         let host_predicted = b.host_bytes();
         let err = predicted as i64 - r.peak_minus_idle as i64;

@@ -401,6 +401,10 @@ fn host_terms(b: &mut Breakdown, d: &Diffusion, den: &Denoiser, vae: &Part, te: 
         }
     }
     if d.block_swap > 0 {
-        b.note("block-swap", &[("swapped", d.block_swap.to_string()), ("blocks", den.layers.to_string())], "{swapped} of {blocks} denoiser blocks live in system RAM and are copied in as needed (slower)");
+        b.note(
+            "block-swap",
+            &[("swapped", d.block_swap.to_string()), ("blocks", den.layers.to_string())],
+            "{swapped} of {blocks} denoiser blocks live in system RAM and are copied in as needed (slower)",
+        );
     }
 }

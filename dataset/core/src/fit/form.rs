@@ -55,7 +55,10 @@ pub enum Input {
     /// One of these choices; unset means the first.
     Select(Vec<Choice>),
     /// A number, with the input's step and what an empty field means (shown as the placeholder).
-    Number { step: &'static str, default: Option<String> },
+    Number {
+        step: &'static str,
+        default: Option<String>,
+    },
     Check,
 }
 
@@ -205,10 +208,7 @@ fn training_fields(s: &Map<String, Value>, llms: Vec<Choice>) -> Vec<(Field, Inp
         worded(&[("", Word::FsdpNone), ("full", Word::FsdpFull), ("shard-grad-op", Word::FsdpShardGradOp), ("hybrid", Word::FsdpHybrid)]),
     ));
     if offers_cpu_offload(s) {
-        c.push(select(
-            Field::CpuOffload,
-            worded(&[("", Word::CpuOffloadNone), ("optimizer", Word::CpuOffloadOptimizer), ("params", Word::CpuOffloadParams)]),
-        ));
+        c.push(select(Field::CpuOffload, worded(&[("", Word::CpuOffloadNone), ("optimizer", Word::CpuOffloadOptimizer), ("params", Word::CpuOffloadParams)])));
     }
     c
 }
@@ -217,10 +217,8 @@ fn inference_fields(ds: &Dataset, s: &Map<String, Value>, llms: Vec<Choice>) -> 
     let text = |f: &str| s.get(f).and_then(Value::as_str).unwrap_or("").to_string();
     let engine = text("engine");
     // A model file's own format joins the list when it is not one of the usual ones.
-    let mut weights = formats(
-        ds,
-        &["bf16", "fp16", "fp8", "int8", "awq-int4", "gptq-int4", "nf4", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_K_S", "Q3_K_M", "IQ4_XS", "Q2_K"],
-    );
+    let mut weights =
+        formats(ds, &["bf16", "fp16", "fp8", "int8", "awq-int4", "gptq-int4", "nf4", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_K_S", "Q3_K_M", "IQ4_XS", "Q2_K"]);
     let current = text("weights");
     if !weights.iter().any(|c| c.value == current) && ds.quant(&current).is_some() {
         weights.push(Choice { value: current, text: ChoiceText::Value });

@@ -65,18 +65,8 @@ struct Dimension {
     refine: Option<Refine>,
 }
 
-fn step(
-    changes: Vec<(&'static str, Value)>,
-    rank: u32,
-    cost: Cost,
-    claims: Vec<&'static str>,
-) -> Step {
-    Step {
-        changes,
-        rank,
-        cost,
-        claims,
-    }
+fn step(changes: Vec<(&'static str, Value)>, rank: u32, cost: Cost, claims: Vec<&'static str>) -> Step {
+    Step { changes, rank, cost, claims }
 }
 
 /// How much quality a weight format gives up, by its bits per weight.
@@ -96,31 +86,19 @@ fn weight_formats(engine: &Engine) -> &'static [&'static str] {
     match engine {
         Engine::Transformers => &["bf16", "fp8", "int8", "nf4"],
         Engine::Vllm => &["bf16", "fp8", "awq-int4"],
-        Engine::LlamaCpp | Engine::Ollama => {
-            &["fp16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K"]
-        }
+        Engine::LlamaCpp | Engine::Ollama => &["fp16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K"],
     }
 }
 
 /// Diffusion denoiser formats, most precise first (what the calculator offers).
-const DIFFUSION_FORMATS: [&str; 8] = [
-    "bf16", "fp8", "Q8_0", "Q6_K", "Q5_K_S", "Q4_K_S", "Q3_K_S", "fp32",
-];
+const DIFFUSION_FORMATS: [&str; 8] = ["bf16", "fp8", "Q8_0", "Q6_K", "Q5_K_S", "Q4_K_S", "Q3_K_S", "fp32"];
 
 /// Formats smaller than `current` among `ladder`, mildest first.
 fn smaller<'a>(ds: &'a Dataset, ladder: &[&str], current: &str) -> Vec<&'a Quant> {
-    let cur = ds
-        .quant(current)
-        .map(|q| q.bytes_per_weight())
-        .unwrap_or(f64::INFINITY);
-    let mut out: Vec<&Quant> = ladder
-        .iter()
-        .filter_map(|f| ds.quant(f))
-        .filter(|q| q.bytes_per_weight() < cur && !q.id.eq_ignore_ascii_case(current))
-        .collect();
-    crate::sort_short_by(&mut out, |a, b| {
-        b.bytes_per_weight().total_cmp(&a.bytes_per_weight())
-    });
+    let cur = ds.quant(current).map(|q| q.bytes_per_weight()).unwrap_or(f64::INFINITY);
+    let mut out: Vec<&Quant> =
+        ladder.iter().filter_map(|f| ds.quant(f)).filter(|q| q.bytes_per_weight() < cur && !q.id.eq_ignore_ascii_case(current)).collect();
+    crate::sort_short_by(&mut out, |a, b| b.bytes_per_weight().total_cmp(&a.bytes_per_weight()));
     out
 }
 
@@ -142,39 +120,20 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
             let (m, _) = llm::model(ds, &l.model)?;
             let weights = smaller(ds, weight_formats(&l.engine), &l.weights)
                 .into_iter()
-                .map(|q| {
-                    step(
-                        vec![("weights", json!(q.id))],
-                        quality_rank(q),
-                        Cost::Quality,
-                        llm::weight_claims(q),
-                    )
-                })
+                .map(|q| step(vec![("weights", json!(q.id))], quality_rank(q), Cost::Quality, llm::weight_claims(q)))
                 .collect();
-            dims.push(Dimension {
-                steps: weights,
-                refine: None,
-            });
+            dims.push(Dimension { steps: weights, refine: None });
             // KV-cache formats each engine takes, with the claim that says so for that engine.
             let kv_ladder: &[(&str, u32, &[&str])] = match l.engine {
-                Engine::LlamaCpp => &[
-                    ("q8_0", 1, &["llamacpp-context-layers-kv-type"]),
-                    ("q4_0", 3, &["llamacpp-context-layers-kv-type"]),
-                ],
-                Engine::Ollama => &[
-                    ("q8_0", 1, &["ollama-q8-kv-cache-halves-memory"]),
-                    ("q4_0", 3, &["ollama-kv-q4-0-quarter"]),
-                ],
+                Engine::LlamaCpp => &[("q8_0", 1, &["llamacpp-context-layers-kv-type"]), ("q4_0", 3, &["llamacpp-context-layers-kv-type"])],
+                Engine::Ollama => &[("q8_0", 1, &["ollama-q8-kv-cache-halves-memory"]), ("q4_0", 3, &["ollama-kv-q4-0-quarter"])],
                 Engine::Vllm => &[("fp8", 1, &["vllm-kv-cache-dtype-fp8-halves-cache"])],
                 // transformers' quantized caches are a different class (not the `kv_cache` format).
                 Engine::Transformers => &[],
             };
             let llamacpp = matches!(l.engine, Engine::LlamaCpp | Engine::Ollama);
             let fa_off = llamacpp && l.flash_attention == Some(false);
-            let cur_kv = ds
-                .quant(&l.kv_cache)
-                .map(|q| q.bytes_per_weight())
-                .unwrap_or(f64::INFINITY);
+            let cur_kv = ds.quant(&l.kv_cache).map(|q| q.bytes_per_weight()).unwrap_or(f64::INFINITY);
             let kv = kv_ladder
                 .iter()
                 .filter(|(f, _, _)| ds.quant(f).is_some_and(|q| q.bytes_per_weight() < cur_kv))
@@ -189,10 +148,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     step(changes, *r, Cost::Quality, claims)
                 })
                 .collect();
-            dims.push(Dimension {
-                steps: kv,
-                refine: None,
-            });
+            dims.push(Dimension { steps: kv, refine: None });
             if fa_off {
                 // Flash attention never materialises the attention scores (nor their f16 copy).
                 dims.push(Dimension {
@@ -211,19 +167,9 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 let steps = halvings(ub, 128)
                     .into_iter()
                     .enumerate()
-                    .map(|(i, u)| {
-                        step(
-                            vec![("ubatch", json!(u))],
-                            3 + 2 * i as u32,
-                            Cost::Speed,
-                            vec!["fit-llamacpp-compute-buffer", "fit-llamacpp-ubatch"],
-                        )
-                    })
+                    .map(|(i, u)| step(vec![("ubatch", json!(u))], 3 + 2 * i as u32, Cost::Speed, vec!["fit-llamacpp-compute-buffer", "fit-llamacpp-ubatch"]))
                     .collect();
-                dims.push(Dimension {
-                    steps,
-                    refine: None,
-                });
+                dims.push(Dimension { steps, refine: None });
             }
             if llamacpp && m.is_moe() {
                 // Experts of the first N layers in system RAM: the rest of the model stays on the GPU.
@@ -233,36 +179,13 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     .iter()
                     .map(|(num, den, rank)| (layers * num / den, *rank))
                     .filter(|(n, _)| *n > now)
-                    .map(|(n, r)| {
-                        step(
-                            vec![("cpu_moe_layers", json!(n))],
-                            r,
-                            Cost::Speed,
-                            vec!["llamacpp-cpu-moe-flags", "llamacpp-gpu-layers-placement"],
-                        )
-                    })
+                    .map(|(n, r)| step(vec![("cpu_moe_layers", json!(n))], r, Cost::Speed, vec!["llamacpp-cpu-moe-flags", "llamacpp-gpu-layers-placement"]))
                     .collect();
-                dims.push(Dimension {
-                    steps,
-                    refine: Some(Refine {
-                        field: "cpu_moe_layers",
-                        from: now as u64,
-                        grain: 1,
-                    }),
-                });
+                dims.push(Dimension { steps, refine: Some(Refine { field: "cpu_moe_layers", from: now as u64, grain: 1 }) });
             }
-            if l.engine == Engine::Vllm
-                && l.gpu_memory_utilization
-                    .unwrap_or(claim_number(ds, "fit-vllm-default-utilization")?)
-                    < 0.95
-            {
+            if l.engine == Engine::Vllm && l.gpu_memory_utilization.unwrap_or(claim_number(ds, "fit-vllm-default-utilization")?) < 0.95 {
                 dims.push(Dimension {
-                    steps: vec![step(
-                        vec![("gpu_memory_utilization", json!(0.95))],
-                        1,
-                        Cost::Capability,
-                        vec!["vllm-gpu-memory-utilization-meaning"],
-                    )],
+                    steps: vec![step(vec![("gpu_memory_utilization", json!(0.95))], 1, Cost::Capability, vec!["vllm-gpu-memory-utilization-meaning"])],
                     refine: None,
                 });
             }
@@ -270,23 +193,9 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 let steps = halvings(l.batch, 1)
                     .into_iter()
                     .enumerate()
-                    .map(|(i, b)| {
-                        step(
-                            vec![("batch", json!(b))],
-                            2 + 2 * i as u32,
-                            Cost::Throughput,
-                            vec!["kv-cache-grows-with-context-and-users"],
-                        )
-                    })
+                    .map(|(i, b)| step(vec![("batch", json!(b))], 2 + 2 * i as u32, Cost::Throughput, vec!["kv-cache-grows-with-context-and-users"]))
                     .collect();
-                dims.push(Dimension {
-                    steps,
-                    refine: Some(Refine {
-                        field: "batch",
-                        from: l.batch,
-                        grain: 1,
-                    }),
-                });
+                dims.push(Dimension { steps, refine: Some(Refine { field: "batch", from: l.batch, grain: 1 }) });
             }
             // How each engine is told a shorter context.
             let context_claims = match l.engine {
@@ -299,68 +208,32 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
             let steps = halvings(l.context, floor)
                 .into_iter()
                 .enumerate()
-                .map(|(i, c)| {
-                    step(
-                        vec![("context", json!(c))],
-                        4 * (i as u32 + 1),
-                        Cost::Capability,
-                        context_claims.clone(),
-                    )
-                })
+                .map(|(i, c)| step(vec![("context", json!(c))], 4 * (i as u32 + 1), Cost::Capability, context_claims.clone()))
                 .collect();
-            dims.push(Dimension {
-                steps,
-                refine: Some(Refine {
-                    field: "context",
-                    from: l.context,
-                    grain: 256,
-                }),
-            });
+            dims.push(Dimension { steps, refine: Some(Refine { field: "context", from: l.context, grain: 256 }) });
             if matches!(l.engine, Engine::LlamaCpp | Engine::Ollama) {
                 // -ngl counts the output layer as one.
                 let layers = m.layers + 1;
                 let now = l.gpu_layers.unwrap_or(layers).min(layers);
                 let steps = [(9u32, 10u32, 6u32), (3, 4, 8), (1, 2, 11), (1, 4, 15)]
                     .iter()
-                    .map(|(num, den, rank)| {
-                        ((layers * num / den).min(now.saturating_sub(1)), *rank)
-                    })
+                    .map(|(num, den, rank)| ((layers * num / den).min(now.saturating_sub(1)), *rank))
                     .collect::<Vec<_>>();
                 let mut seen = BTreeSet::new();
                 let steps = steps
                     .into_iter()
                     .filter(|(n, _)| *n < now && seen.insert(*n))
                     .map(|(n, r)| {
-                        step(
-                            vec![("gpu_layers", json!(n))],
-                            r,
-                            Cost::Speed,
-                            vec![
-                                "ollama-offloads-layers-to-cpu",
-                                "llamacpp-context-layers-kv-type",
-                            ],
-                        )
+                        step(vec![("gpu_layers", json!(n))], r, Cost::Speed, vec!["ollama-offloads-layers-to-cpu", "llamacpp-context-layers-kv-type"])
                     })
                     .collect();
-                dims.push(Dimension {
-                    steps,
-                    refine: Some(Refine {
-                        field: "gpu_layers",
-                        from: now as u64,
-                        grain: 1,
-                    }),
-                });
+                dims.push(Dimension { steps, refine: Some(Refine { field: "gpu_layers", from: now as u64, grain: 1 }) });
             }
         }
         Workload::Training(t) => {
             if t.optimizer == Optimizer::Adamw {
                 dims.push(Dimension {
-                    steps: vec![step(
-                        vec![("optimizer", json!("adamw-8bit"))],
-                        1,
-                        Cost::Quality,
-                        vec!["training-8bit-adamw-2-bytes-per-param"],
-                    )],
+                    steps: vec![step(vec![("optimizer", json!("adamw-8bit"))], 1, Cost::Quality, vec!["training-8bit-adamw-2-bytes-per-param"])],
                     refine: None,
                 });
             }
@@ -370,10 +243,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                         vec![("gradient_checkpointing", json!(true))],
                         2,
                         Cost::Speed,
-                        vec![
-                            "training-gradient-checkpointing-cost",
-                            "training-hf-gradient-checkpointing-flag",
-                        ],
+                        vec!["training-gradient-checkpointing-cost", "training-hf-gradient-checkpointing-flag"],
                     )],
                     refine: None,
                 });
@@ -395,38 +265,18 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 let steps = halvings(t.batch, 1)
                     .into_iter()
                     .enumerate()
-                    .map(|(i, b)| {
-                        step(
-                            vec![("batch", json!(b))],
-                            1 + i as u32,
-                            Cost::Speed,
-                            vec!["training-gradient-accumulation-same-effective-batch"],
-                        )
-                    })
+                    .map(|(i, b)| step(vec![("batch", json!(b))], 1 + i as u32, Cost::Speed, vec!["training-gradient-accumulation-same-effective-batch"]))
                     .collect();
-                dims.push(Dimension {
-                    steps,
-                    refine: Some(Refine {
-                        field: "batch",
-                        from: t.batch,
-                        grain: 1,
-                    }),
-                });
+                dims.push(Dimension { steps, refine: Some(Refine { field: "batch", from: t.batch, grain: 1 }) });
             }
             // With checkpointing the MLP keeps no inputs anyway: the targets hardly matter then.
-            if t.method != Method::Full
-                && !t.gradient_checkpointing
-                && t.lora_targets == LoraTargets::AllLinear
-            {
+            if t.method != Method::Full && !t.gradient_checkpointing && t.lora_targets == LoraTargets::AllLinear {
                 dims.push(Dimension {
                     steps: vec![step(
                         vec![("lora_targets", json!("attention"))],
                         3,
                         Cost::Capability,
-                        vec![
-                            "fit-training-lora-untargeted-inputs",
-                            "guide-own-model-peft-default-lora-targets",
-                        ],
+                        vec!["fit-training-lora-untargeted-inputs", "guide-own-model-peft-default-lora-targets"],
                     )],
                     refine: None,
                 });
@@ -437,99 +287,37 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                         vec![("method", json!("lora"))],
                         4,
                         Cost::Capability,
-                        vec![
-                            "training-qlora-loads-base-in-4bit",
-                            "guide-training-lora-paper-memory-3x",
-                        ],
+                        vec!["training-qlora-loads-base-in-4bit", "guide-training-lora-paper-memory-3x"],
                     ),
-                    step(
-                        vec![("method", json!("qlora"))],
-                        6,
-                        Cost::Capability,
-                        vec!["training-qlora-loads-base-in-4bit"],
-                    ),
+                    step(vec![("method", json!("qlora"))], 6, Cost::Capability, vec!["training-qlora-loads-base-in-4bit"]),
                 ],
-                Method::Lora => vec![step(
-                    vec![("method", json!("qlora"))],
-                    3,
-                    Cost::Quality,
-                    vec!["training-qlora-loads-base-in-4bit"],
-                )],
+                Method::Lora => vec![step(vec![("method", json!("qlora"))], 3, Cost::Quality, vec!["training-qlora-loads-base-in-4bit"])],
                 Method::Qlora => vec![],
             };
-            dims.push(Dimension {
-                steps: method,
-                refine: None,
-            });
+            dims.push(Dimension { steps: method, refine: None });
             let steps = halvings(t.seq, t.seq.min(512))
                 .into_iter()
                 .enumerate()
-                .map(|(i, s)| {
-                    step(
-                        vec![("seq", json!(s))],
-                        5 * (i as u32 + 1),
-                        Cost::Capability,
-                        vec!["kv-cache-grows-with-context-and-users"],
-                    )
-                })
+                .map(|(i, s)| step(vec![("seq", json!(s))], 5 * (i as u32 + 1), Cost::Capability, vec!["kv-cache-grows-with-context-and-users"]))
                 .collect();
-            dims.push(Dimension {
-                steps,
-                refine: Some(Refine {
-                    field: "seq",
-                    from: t.seq,
-                    grain: 128,
-                }),
-            });
+            dims.push(Dimension { steps, refine: Some(Refine { field: "seq", from: t.seq, grain: 128 }) });
         }
         Workload::Diffusion(d) => {
-            let m = ds
-                .diffusion_model(&d.model)
-                .ok_or_else(|| format!("unknown diffusion model `{}`", d.model))?;
+            let m = ds.diffusion_model(&d.model).ok_or_else(|| format!("unknown diffusion model `{}`", d.model))?;
             let den = quant(ds, &d.precision, "precision")?;
-            let te_now = d.text_encoder_precision.clone().unwrap_or_else(|| {
-                if den.family == crate::QuantFamily::Float {
-                    den.id.clone()
-                } else {
-                    "bf16".into()
-                }
-            });
-            let has_te = m
-                .components
-                .iter()
-                .any(|c| c.role.starts_with("text-encoder"));
+            let te_now =
+                d.text_encoder_precision.clone().unwrap_or_else(|| if den.family == crate::QuantFamily::Float { den.id.clone() } else { "bf16".into() });
+            let has_te = m.components.iter().any(|c| c.role.starts_with("text-encoder"));
             if !d.tiled_vae {
-                dims.push(Dimension {
-                    steps: vec![step(
-                        vec![("tiled_vae", json!(true))],
-                        1,
-                        Cost::Speed,
-                        vec!["comfyui-vae-decode-tiled"],
-                    )],
-                    refine: None,
-                });
+                dims.push(Dimension { steps: vec![step(vec![("tiled_vae", json!(true))], 1, Cost::Speed, vec!["comfyui-vae-decode-tiled"])], refine: None });
             }
             if d.batch > 1 {
                 let steps = halvings(d.batch, 1)
                     .into_iter()
                     .enumerate()
-                    .map(|(i, b)| {
-                        step(
-                            vec![("batch", json!(b))],
-                            1 + i as u32,
-                            Cost::Throughput,
-                            vec!["batch-vs-sequential-activations"],
-                        )
-                    })
+                    .map(|(i, b)| step(vec![("batch", json!(b))], 1 + i as u32, Cost::Throughput, vec!["batch-vs-sequential-activations"]))
                     .collect();
-                dims.push(Dimension {
-                    steps,
-                    refine: Some(Refine {
-                        field: "batch",
-                        from: d.batch,
-                        grain: 1,
-                    }),
-                });
+                dims.push(Dimension { steps, refine: Some(Refine { field: "batch", from: d.batch, grain: 1 }) });
             }
             if has_te {
                 let mut steps = Vec::new();
@@ -538,25 +326,12 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     if m.family == crate::DiffusionFamily::Flux {
                         claims.push("flux-t5xxl-16bit-9.5gb-fp8-5gb");
                     }
-                    steps.push(step(
-                        vec![("text_encoder_precision", json!("fp8"))],
-                        1,
-                        Cost::Quality,
-                        claims,
-                    ));
+                    steps.push(step(vec![("text_encoder_precision", json!("fp8"))], 1, Cost::Quality, claims));
                 }
-                dims.push(Dimension {
-                    steps,
-                    refine: None,
-                });
+                dims.push(Dimension { steps, refine: None });
                 if d.text_encoders == Placement::Gpu {
                     dims.push(Dimension {
-                        steps: vec![step(
-                            vec![("text_encoders", json!("cpu"))],
-                            2,
-                            Cost::Speed,
-                            vec!["guide-image-diffusers-offload-modes"],
-                        )],
+                        steps: vec![step(vec![("text_encoders", json!("cpu"))], 2, Cost::Speed, vec!["guide-image-diffusers-offload-modes"])],
                         refine: None,
                     });
                 }
@@ -579,16 +354,11 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
             let steps = smaller(ds, &DIFFUSION_FORMATS, &d.precision)
                 .into_iter()
                 .filter_map(|q| {
-                    let gguf = matches!(
-                        q.family,
-                        crate::QuantFamily::GgufType | crate::QuantFamily::GgufScheme
-                    );
+                    let gguf = matches!(q.family, crate::QuantFamily::GgufType | crate::QuantFamily::GgufScheme);
                     let claims: Vec<&'static str> = match (gguf, gguf_claim) {
                         (true, Some(c)) => vec![c],
                         (true, None) => return None,
-                        (false, _) if q.bits >= 8.0 => std::iter::once("bytes-per-param-8bit")
-                            .chain(model_claim)
-                            .collect(),
+                        (false, _) if q.bits >= 8.0 => std::iter::once("bytes-per-param-8bit").chain(model_claim).collect(),
                         (false, _) => return None,
                     };
                     Some((q, claims))
@@ -601,68 +371,32 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     step(ch, quality_rank(q), Cost::Quality, claims)
                 })
                 .collect();
-            dims.push(Dimension {
-                steps,
-                refine: None,
-            });
-            let layers = m
-                .components
-                .iter()
-                .find(|c| c.role.starts_with("denoiser"))
-                .and_then(|c| c.layers)
-                .unwrap_or(0);
+            dims.push(Dimension { steps, refine: None });
+            let layers = m.components.iter().find(|c| c.role.starts_with("denoiser")).and_then(|c| c.layers).unwrap_or(0);
             let mut offload = Vec::new();
             if d.offload == Offload::None {
                 offload.push(step(
                     vec![("offload", json!("model"))],
                     3,
                     Cost::Speed,
-                    vec![
-                        "guide-image-diffusers-offload-modes",
-                        "comfyui-keeps-models-loaded",
-                    ],
+                    vec!["guide-image-diffusers-offload-modes", "comfyui-keeps-models-loaded"],
                 ));
             }
             if d.offload != Offload::Sequential {
-                offload.push(step(
-                    vec![("offload", json!("sequential"))],
-                    12,
-                    Cost::Speed,
-                    vec!["guide-image-diffusers-offload-modes"],
-                ));
+                offload.push(step(vec![("offload", json!("sequential"))], 12, Cost::Speed, vec!["guide-image-diffusers-offload-modes"]));
             }
-            dims.push(Dimension {
-                steps: offload,
-                refine: None,
-            });
+            dims.push(Dimension { steps: offload, refine: None });
             // Block swap where a claim describes it for inference: the Wan video wrapper's.
-            let swap_claim = ds
-                .claim("wan-wrapper-block-swap")
-                .filter(|c| c.models.iter().any(|x| *x == m.id))
-                .is_some();
+            let swap_claim = ds.claim("wan-wrapper-block-swap").filter(|c| c.models.iter().any(|x| *x == m.id)).is_some();
             if swap_claim && layers > 1 && d.offload != Offload::Sequential {
                 let mut seen = BTreeSet::new();
                 let steps = [(1u32, 4u32, 4u32), (1, 2, 5), (3, 4, 6), (9, 10, 8)]
                     .iter()
                     .map(|(n, dn, r)| ((layers * n / dn).clamp(1, layers - 1), *r))
                     .filter(|(b, _)| *b > d.block_swap && seen.insert(*b))
-                    .map(|(b, r)| {
-                        step(
-                            vec![("block_swap", json!(b))],
-                            r,
-                            Cost::Speed,
-                            vec!["wan-wrapper-block-swap"],
-                        )
-                    })
+                    .map(|(b, r)| step(vec![("block_swap", json!(b))], r, Cost::Speed, vec!["wan-wrapper-block-swap"]))
                     .collect();
-                dims.push(Dimension {
-                    steps,
-                    refine: Some(Refine {
-                        field: "block_swap",
-                        from: d.block_swap as u64,
-                        grain: 1,
-                    }),
-                });
+                dims.push(Dimension { steps, refine: Some(Refine { field: "block_swap", from: d.block_swap as u64, grain: 1 }) });
             }
         }
     }
@@ -692,9 +426,7 @@ pub(crate) fn set(w: &mut Workload, field: &str, v: &Value) {
             "gradient_checkpointing" => t.gradient_checkpointing = v.as_bool().unwrap_or(false),
             "cpu_offload" => t.cpu_offload = serde_json::from_value(v.clone()).ok(),
             "batch" => t.batch = n(),
-            "lora_targets" => {
-                t.lora_targets = LoraTargets::try_from(v.clone()).unwrap_or(LoraTargets::AllLinear)
-            }
+            "lora_targets" => t.lora_targets = LoraTargets::try_from(v.clone()).unwrap_or(LoraTargets::AllLinear),
             "method" => t.method = serde_json::from_value(v.clone()).unwrap_or(t.method),
             "seq" => t.seq = n(),
             _ => {}
@@ -703,9 +435,7 @@ pub(crate) fn set(w: &mut Workload, field: &str, v: &Value) {
             "tiled_vae" => d.tiled_vae = v.as_bool().unwrap_or(false),
             "batch" => d.batch = n(),
             "text_encoder_precision" => d.text_encoder_precision = Some(s()),
-            "text_encoders" => {
-                d.text_encoders = serde_json::from_value(v.clone()).unwrap_or(d.text_encoders)
-            }
+            "text_encoders" => d.text_encoders = serde_json::from_value(v.clone()).unwrap_or(d.text_encoders),
             "precision" => d.precision = s(),
             "offload" => d.offload = serde_json::from_value(v.clone()).unwrap_or(d.offload),
             "block_swap" => d.block_swap = n() as u32,
@@ -727,39 +457,15 @@ fn peak(ds: &Dataset, w: &Workload) -> Option<u64> {
 }
 
 fn label(changes: &[(&'static str, Value)]) -> String {
-    changes
-        .iter()
-        .map(|(f, v)| {
-            format!(
-                "{f}: {}",
-                v.as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string())
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    changes.iter().map(|(f, v)| format!("{f}: {}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect::<Vec<_>>().join(", ")
 }
 
-fn lever_of(
-    ds: &Dataset,
-    base: &Workload,
-    base_peak: u64,
-    s: &Step,
-    budget: Option<u64>,
-) -> Option<Lever> {
+fn lever_of(ds: &Dataset, base: &Workload, base_peak: u64, s: &Step, budget: Option<u64>) -> Option<Lever> {
     let alt = apply(base, &s.changes);
     let p = peak(ds, &alt)?;
     (p < base_peak).then(|| Lever {
         lever: label(&s.changes),
-        changes: s
-            .changes
-            .iter()
-            .map(|(f, v)| Change {
-                field: f.to_string(),
-                value: v.clone(),
-            })
-            .collect(),
+        changes: s.changes.iter().map(|(f, v)| Change { field: f.to_string(), value: v.clone() }).collect(),
         workload: alt.to_value(),
         peak_bytes: p,
         saving_bytes: base_peak as i64 - p as i64,
@@ -772,33 +478,17 @@ fn lever_of(
 /// The single levers: per dimension, its mildest step; with a card, the mildest step that fits on
 /// its own (or, when none does, the strongest, marked as not fitting); without one, also the
 /// strongest step of a ladder.
-pub(crate) fn levers(
-    ds: &Dataset,
-    w: &Workload,
-    base_peak: u64,
-    budget: Option<u64>,
-) -> Vec<Lever> {
+pub(crate) fn levers(ds: &Dataset, w: &Workload, base_peak: u64, budget: Option<u64>) -> Vec<Lever> {
     let Ok(dims) = dimensions(ds, w) else {
         return Vec::new();
     };
     let mut out: Vec<Lever> = Vec::new();
     for d in &dims {
-        let first = d
-            .steps
-            .first()
-            .and_then(|s| lever_of(ds, w, base_peak, s, budget));
-        let last = || {
-            d.steps
-                .last()
-                .and_then(|s| lever_of(ds, w, base_peak, s, budget))
-        };
+        let first = d.steps.first().and_then(|s| lever_of(ds, w, base_peak, s, budget));
+        let last = || d.steps.last().and_then(|s| lever_of(ds, w, base_peak, s, budget));
         match budget {
             Some(b) if base_peak > b => {
-                let fitting = d
-                    .steps
-                    .iter()
-                    .filter_map(|s| lever_of(ds, w, base_peak, s, budget))
-                    .find(|l| l.peak_bytes <= b);
+                let fitting = d.steps.iter().filter_map(|s| lever_of(ds, w, base_peak, s, budget)).find(|l| l.peak_bytes <= b);
                 out.extend(fitting.or_else(last));
             }
             Some(_) => out.extend(first),
@@ -810,11 +500,7 @@ pub(crate) fn levers(
             }
         }
     }
-    crate::sort_short_by(&mut out, |a, b| {
-        b.saving_bytes
-            .cmp(&a.saving_bytes)
-            .then(a.lever.cmp(&b.lever))
-    });
+    crate::sort_short_by(&mut out, |a, b| b.saving_bytes.cmp(&a.saving_bytes).then(a.lever.cmp(&b.lever)));
     out.dedup_by(|a, b| a.lever == b.lever);
     out
 }
@@ -827,33 +513,16 @@ const MAX_EVALUATIONS: usize = 1500;
 /// memory left to the workload and holds the GPU's peak and the system RAM together); `None` when
 /// it already fits or when nothing the levers reach fits. `base` is the workload's (GPU peak,
 /// system RAM).
-pub(crate) fn plan(
-    ds: &Dataset,
-    w: &Workload,
-    base: (u64, u64),
-    budget: u64,
-    ram: Option<u64>,
-    unified: bool,
-) -> Option<Plan> {
+pub(crate) fn plan(ds: &Dataset, w: &Workload, base: (u64, u64), budget: u64, ram: Option<u64>, unified: bool) -> Option<Plan> {
     let within = |(gpu, host): (u64, u64)| gpu <= budget && ram.is_none_or(|r| host + if unified { gpu } else { 0 } <= r);
     if within(base) {
         return None;
     }
     let dims = dimensions(ds, w).ok()?;
     let changes_of = |idx: &[u8]| -> Vec<(&'static str, Value)> {
-        idx.iter()
-            .zip(&dims)
-            .filter(|(i, _)| **i > 0)
-            .flat_map(|(i, d)| d.steps[*i as usize - 1].changes.clone())
-            .collect()
+        idx.iter().zip(&dims).filter(|(i, _)| **i > 0).flat_map(|(i, d)| d.steps[*i as usize - 1].changes.clone()).collect()
     };
-    let rank_of = |idx: &[u8]| -> u32 {
-        idx.iter()
-            .zip(&dims)
-            .filter(|(i, _)| **i > 0)
-            .map(|(i, d)| d.steps[*i as usize - 1].rank)
-            .sum()
-    };
+    let rank_of = |idx: &[u8]| -> u32 { idx.iter().zip(&dims).filter(|(i, _)| **i > 0).map(|(i, d)| d.steps[*i as usize - 1].rank).sum() };
     let start = vec![0u8; dims.len()];
     let mut heap = BinaryHeap::new();
     let mut seen = BTreeSet::new();
@@ -885,20 +554,9 @@ pub(crate) fn plan(
 
 /// The plan from the chosen steps: numeric changes moved back towards the user's value as far as
 /// the budget allows.
-fn finish(
-    ds: &Dataset,
-    base: &Workload,
-    dims: &[Dimension],
-    idx: &[u8],
-    within: &dyn Fn((u64, u64)) -> bool,
-    budget: u64,
-) -> Plan {
-    let mut chosen: Vec<(&'static str, Value)> = idx
-        .iter()
-        .zip(dims)
-        .filter(|(i, _)| **i > 0)
-        .flat_map(|(i, d)| d.steps[*i as usize - 1].changes.clone())
-        .collect();
+fn finish(ds: &Dataset, base: &Workload, dims: &[Dimension], idx: &[u8], within: &dyn Fn((u64, u64)) -> bool, budget: u64) -> Plan {
+    let mut chosen: Vec<(&'static str, Value)> =
+        idx.iter().zip(dims).filter(|(i, _)| **i > 0).flat_map(|(i, d)| d.steps[*i as usize - 1].changes.clone()).collect();
     for (i, d) in idx.iter().zip(dims) {
         let (Some(r), true) = (d.refine, *i > 0) else {
             continue;
@@ -912,11 +570,7 @@ fn finish(
         let up = r.from > at; // the user's value is larger: search upwards
         let steps = (hi - lo) / r.grain;
         let value_at = |k: u64| {
-            if up {
-                at + k * r.grain
-            } else {
-                at - k * r.grain
-            }
+            if up { at + k * r.grain } else { at - k * r.grain }
         };
         let mut good = 0u64;
         let mut bad = steps + 1;
@@ -953,13 +607,7 @@ fn finish(
         }
     }
     Plan {
-        changes: chosen
-            .into_iter()
-            .map(|(f, v)| Change {
-                field: f.into(),
-                value: v,
-            })
-            .collect(),
+        changes: chosen.into_iter().map(|(f, v)| Change { field: f.into(), value: v }).collect(),
         workload: alt.to_value(),
         peak_bytes: p,
         host_bytes: host,

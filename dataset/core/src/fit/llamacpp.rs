@@ -16,8 +16,8 @@
 //! Constants come from claims; dataset/measurements/llamacpp/ holds the runs that check them.
 
 use super::*;
-use crate::modelfile::GgmlType;
 use crate::Llm;
+use crate::modelfile::GgmlType;
 
 /// One tensor of the file: what `llama-quantize` sees.
 #[derive(Clone, Debug)]
@@ -53,20 +53,8 @@ pub(crate) fn tensors(m: &Llm) -> Vec<Tensor> {
     let h = m.hidden as u64;
     let q = m.heads as u64 * m.head_dim as u64;
     let kv = m.kv_heads as u64 * m.head_dim as u64;
-    let mut out = vec![Tensor {
-        cat: Cat::TokenEmbd,
-        layer: None,
-        ne0: h,
-        elems: h * m.vocab as u64,
-        expert: false,
-    }];
-    let t = |cat, layer, ne0: u64, elems: u64, expert| Tensor {
-        cat,
-        layer: Some(layer),
-        ne0,
-        elems,
-        expert,
-    };
+    let mut out = vec![Tensor { cat: Cat::TokenEmbd, layer: None, ne0: h, elems: h * m.vocab as u64, expert: false }];
+    let t = |cat, layer, ne0: u64, elems: u64, expert| Tensor { cat, layer: Some(layer), ne0, elems, expert };
     let dense = m.dense_layers.unwrap_or(0);
     for i in 0..m.layers {
         out.push(t(Cat::AttnQ, i, h, h * q, false));
@@ -94,13 +82,7 @@ pub(crate) fn tensors(m: &Llm) -> Vec<Tensor> {
         }
     }
     if !m.tied_embeddings {
-        out.push(Tensor {
-            cat: Cat::Output,
-            layer: None,
-            ne0: h,
-            elems: h * m.vocab as u64,
-            expert: false,
-        });
+        out.push(Tensor { cat: Cat::Output, layer: None, ne0: h, elems: h * m.vocab as u64, expert: false });
     }
     let counted: u64 = out.iter().map(|t| t.elems).sum();
     let rest = m.params.saturating_sub(counted);
@@ -111,13 +93,7 @@ pub(crate) fn tensors(m: &Llm) -> Vec<Tensor> {
             out.push(t(Cat::Small, i, per.max(1), per, false));
         }
         let last = rest - per * m.layers as u64;
-        out.push(Tensor {
-            cat: Cat::Small,
-            layer: None,
-            ne0: last.max(1),
-            elems: last,
-            expert: false,
-        });
+        out.push(Tensor { cat: Cat::Small, layer: None, ne0: last.max(1), elems: last, expert: false });
     }
     out
 }
@@ -238,14 +214,7 @@ pub(crate) fn tensor_types(m: &Llm, ts: &[Tensor], scheme: &str) -> Option<Vec<G
             }
             Cat::AttnOut => {
                 ty = if n_expert == 8 {
-                    if matches!(
-                        s.as_str(),
-                        "Q2_K" | "Q3_K_S" | "Q3_K_M" | "IQ4_NL" | "Q4_K_S" | "Q4_K_M" | "IQ4_XS"
-                    ) {
-                        Q5_K
-                    } else {
-                        ty
-                    }
+                    if matches!(s.as_str(), "Q2_K" | "Q3_K_S" | "Q3_K_M" | "IQ4_NL" | "Q4_K_S" | "Q4_K_M" | "IQ4_XS") { Q5_K } else { ty }
                 } else {
                     match s.as_str() {
                         "Q2_K" => Q3_K,
@@ -285,12 +254,7 @@ fn bytes(t: &Tensor, ty: GgmlType) -> f64 {
 pub fn file_bytes(m: &Llm, scheme: &str) -> Option<u64> {
     let ts = tensors(m);
     let types = tensor_types(m, &ts, scheme)?;
-    Some(
-        ts.iter()
-            .zip(&types)
-            .map(|(t, ty)| bytes(t, *ty) as u64)
-            .sum(),
-    )
+    Some(ts.iter().zip(&types).map(|(t, ty)| bytes(t, *ty) as u64).sum())
 }
 
 /// How a llama.cpp process is set up, from the workload and each engine's defaults.
@@ -342,22 +306,12 @@ pub(crate) fn layout(m: &Llm, scheme: &str, avg_bytes: f64) -> std::rc::Rc<Layou
         scheme.to_ascii_uppercase(),
         avg_bytes.to_bits(),
     );
-    if let Some(hit) = CACHE.with(|c| {
-        c.borrow()
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, l)| l.clone())
-    }) {
+    if let Some(hit) = CACHE.with(|c| c.borrow().iter().find(|(k, _)| *k == key).map(|(_, l)| l.clone())) {
         return hit;
     }
     let ts = tensors(m);
     let types = tensor_types(m, &ts, scheme);
-    let mut out = Layout {
-        embd: 0.0,
-        outside: 0.0,
-        layers: vec![(0.0, 0.0); m.layers as usize],
-        per_tensor: types.is_some(),
-    };
+    let mut out = Layout { embd: 0.0, outside: 0.0, layers: vec![(0.0, 0.0); m.layers as usize], per_tensor: types.is_some() };
     for (i, t) in ts.iter().enumerate() {
         let b = match &types {
             Some(ty) => bytes(t, ty[i]),
@@ -462,22 +416,13 @@ fn split_shares(l: &LlmInference) -> Result<Vec<f64>, String> {
 }
 
 /// KV cells of one global and one sliding-window layer, over every sequence.
-pub(crate) fn kv_cells(
-    m: &Llm,
-    context: u64,
-    seqs: u64,
-    ubatch: u64,
-    swa_full: bool,
-    swa_arch: bool,
-) -> (u64, u64) {
+pub(crate) fn kv_cells(m: &Llm, context: u64, seqs: u64, ubatch: u64, swa_full: bool, swa_arch: bool) -> (u64, u64) {
     let pad = |x: u64| x.div_ceil(256) * 256;
     let total = pad(context * seqs);
     let per_stream = if seqs > 1 { pad(total / seqs) } else { total };
     let base = per_stream * seqs;
     let swa = match m.sliding() {
-        Some((_, w)) if swa_arch && !swa_full => {
-            (pad((w + ubatch).min(per_stream)) * seqs).min(base)
-        }
+        Some((_, w)) if swa_arch && !swa_full => (pad((w + ubatch).min(per_stream)) * seqs).min(base),
         _ => base,
     };
     (base, swa)
@@ -486,22 +431,11 @@ pub(crate) fn kv_cells(
 /// Whether llama.cpp gives this architecture a sliding-window cache (`LLAMA_SWA_TYPE_*` set in
 /// `src/llama-model.cpp`'s hyperparameters).
 fn swa_arch(m: &Llm) -> bool {
-    matches!(
-        m.model_type.as_deref(),
-        Some("gemma2" | "gemma3" | "gemma3_text" | "gpt_oss" | "cohere2")
-    )
+    matches!(m.model_type.as_deref(), Some("gemma2" | "gemma3" | "gemma3_text" | "gpt_oss" | "cohere2"))
 }
 
 /// The llama.cpp / Ollama breakdown.
-pub(crate) fn breakdown(
-    ds: &Dataset,
-    l: &LlmInference,
-    m: &Llm,
-    wq: &Quant,
-    kvq: &Quant,
-    file: Option<&FileWeights>,
-    b: &mut Breakdown,
-) -> Result<(), String> {
+pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference, m: &Llm, wq: &Quant, kvq: &Quant, file: Option<&FileWeights>, b: &mut Breakdown) -> Result<(), String> {
     let ollama = l.engine == Engine::Ollama;
     let layers = m.layers;
     let gpu_layers = l.gpu_layers.unwrap_or(layers + 1).min(layers + 1);
@@ -512,21 +446,14 @@ pub(crate) fn breakdown(
         None => claim_number(ds, "fit-llamacpp-ubatch")?,
     };
     let fa = l.flash_attention.unwrap_or(true);
-    let kv_quantized = !matches!(
-        kvq.id.to_ascii_lowercase().as_str(),
-        "fp16" | "bf16" | "f16" | "fp32"
-    );
+    let kv_quantized = !matches!(kvq.id.to_ascii_lowercase().as_str(), "fp16" | "bf16" | "f16" | "fp32");
     if kv_quantized && !fa {
         return Err(crate::messages::say("kv-quantized-needs-fa", &[]));
     }
     let s = Setup {
         cpu_moe_layers: l.cpu_moe_layers.unwrap_or(0).min(layers),
         ubatch: ubatch as u64,
-        output_rows: if l.server || ollama {
-            l.batch.min(ubatch as u64)
-        } else {
-            ubatch as u64
-        },
+        output_rows: if l.server || ollama { l.batch.min(ubatch as u64) } else { ubatch as u64 },
     };
     let n_dev = l.gpus.max(1) as usize;
     match l.split_mode {
@@ -548,10 +475,7 @@ pub(crate) fn breakdown(
         }
         host_w *= scale;
     }
-    let mut wclaims = vec![
-        "llamacpp-token-embedding-on-host",
-        "llamacpp-gpu-layers-placement",
-    ];
+    let mut wclaims = vec!["llamacpp-token-embedding-on-host", "llamacpp-gpu-layers-placement"];
     if n_dev > 1 {
         wclaims.push("llamacpp-layer-split");
     }
@@ -564,11 +488,7 @@ pub(crate) fn breakdown(
     let (cells, swa_cells) = kv_cells(m, l.context, l.batch, s.ubatch, l.swa_full, swa_arch(m));
     // K and V elements of one token in one layer (MLA: the compressed latent and rotary key).
     let per_token = m.kv_elements_per_layer_token() as f64 * kvq.bytes_per_weight();
-    let sliding = if swa_arch(m) {
-        m.sliding().map(|x| x.0).unwrap_or(0)
-    } else {
-        0
-    };
+    let sliding = if swa_arch(m) { m.sliding().map(|x| x.0).unwrap_or(0) } else { 0 };
     let per_layer_global = per_token * cells as f64;
     let per_layer_swa = per_token * swa_cells as f64;
     // Sliding layers alternate with global ones; on a partial offload count them in proportion.
@@ -609,16 +529,7 @@ pub(crate) fn breakdown(
     // allocated from the first layer's attention to the last, so every layer's MLP working set
     // comes on top of it.
     let mask = n_kv * ub * if fa { 2.0 } else { 4.0 };
-    let attention = if fa {
-        activations
-            + if kv_quantized {
-                n_kv * kv_elems * 2.0
-            } else {
-                0.0
-            }
-    } else {
-        n_kv * ub * m.heads as f64 * 4.0 + activations
-    };
+    let attention = if fa { activations + if kv_quantized { n_kv * kv_elems * 2.0 } else { 0.0 } } else { n_kv * ub * m.heads as f64 * 4.0 + activations };
     let layer_set = mask + mlp.max(attention);
     let mut overhead = claim_number(ds, "fit-llamacpp-process-overhead")?;
     let mut oclaims = vec!["fit-llamacpp-process-overhead"];
@@ -677,9 +588,8 @@ pub(crate) fn breakdown(
     b.add_host(TermId::Weights, host_w, &["llamacpp-token-embedding-on-host", "llamacpp-gpu-layers-placement", "llamacpp-mmap-default"]);
     b.add_host(TermId::KvCache, kv_host, &kv_claims);
     let masks = if sliding > 0 { n_kv + swa_cells as f64 } else { n_kv };
-    let host_compute = ub * h * claim_number(ds, "fit-llamacpp-host-compute-buffer")?
-        + masks * ub * if fa { 2.0 } else { 4.0 }
-        + if fa { 0.0 } else { ub * q * 2.0 };
+    let host_compute =
+        ub * h * claim_number(ds, "fit-llamacpp-host-compute-buffer")? + masks * ub * if fa { 2.0 } else { 4.0 } + if fa { 0.0 } else { ub * q * 2.0 };
     b.add_host(TermId::ComputeBuffer, host_compute, &["fit-llamacpp-host-compute-buffer"]);
     if pipeline {
         // The host's graph inputs are copied as the GPUs' are.
@@ -689,10 +599,7 @@ pub(crate) fn breakdown(
     if gpu_layers <= layers {
         b.note(
             "gpu-layers",
-            &[
-                ("on_gpu", gpu_repeating.to_string()),
-                ("layers", layers.to_string()),
-            ],
+            &[("on_gpu", gpu_repeating.to_string()), ("layers", layers.to_string())],
             "{on_gpu} of {layers} layers on the GPU; the rest run on the CPU, much slower.",
         );
     }
@@ -704,11 +611,19 @@ pub(crate) fn breakdown(
             "Layers per GPU: {counts}; the output layer on {output}. Each GPU keeps the KV cache of its own layers.",
         );
         if ollama {
-            b.note("ollama-split", &[], "Ollama chooses the split from its own estimate of each GPU's free memory; the split shown is llama.cpp's own, in proportion to the shares.");
+            b.note(
+                "ollama-split",
+                &[],
+                "Ollama chooses the split from its own estimate of each GPU's free memory; the split shown is llama.cpp's own, in proportion to the shares.",
+            );
         }
     }
     if ollama {
-        b.note("ollama-settings", &[("ubatch", format!("{ub}")), ("context", (l.context * l.batch).to_string())], "Ollama starts llama.cpp's server with a {context}-token context and a batch of {ubatch}, flash attention on auto.");
+        b.note(
+            "ollama-settings",
+            &[("ubatch", format!("{ub}")), ("context", (l.context * l.batch).to_string())],
+            "Ollama starts llama.cpp's server with a {context}-token context and a batch of {ubatch}, flash attention on auto.",
+        );
     }
     Ok(())
 }
@@ -736,10 +651,7 @@ pub fn ollama_batch(ds: &Dataset, context: u64, flash_attention_off: bool) -> Re
 
 /// Bytes of each tensor type in the file `llama-quantize` writes for a scheme (type name →
 /// bytes), when the scheme is modelled tensor by tensor.
-pub fn bytes_by_type(
-    m: &Llm,
-    scheme: &str,
-) -> Option<std::collections::BTreeMap<&'static str, u64>> {
+pub fn bytes_by_type(m: &Llm, scheme: &str) -> Option<std::collections::BTreeMap<&'static str, u64>> {
     let ts = tensors(m);
     let types = tensor_types(m, &ts, scheme)?;
     let mut out = std::collections::BTreeMap::new();

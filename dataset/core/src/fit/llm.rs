@@ -7,10 +7,7 @@ use crate::hf::ArchOrigin;
 use crate::{Llm, QuantFamily};
 
 /// The architecture a workload names: a catalog entry, or one built from the user's config.
-pub(crate) fn model<'a>(
-    ds: &'a Dataset,
-    r: &ModelRef,
-) -> Result<(Cow<'a, Llm>, ArchOrigin), String> {
+pub(crate) fn model<'a>(ds: &'a Dataset, r: &ModelRef) -> Result<(Cow<'a, Llm>, ArchOrigin), String> {
     match r {
         ModelRef::Id(id) => {
             let m = ds.llm(id).ok_or_else(|| {
@@ -18,30 +15,17 @@ pub(crate) fn model<'a>(
                     format!("field `model`: `{id}` is a diffusion model; use \"kind\": \"diffusion\"")
                 } else {
                     let known: Vec<&str> = ds.llms.iter().map(|m| m.id.as_str()).collect();
-                    format!(
-                        "field `model`: unknown LLM `{id}` (one of: {}; or give the model's config.json as {{\"hf_config\": {{…}}}})",
-                        known.join(", ")
-                    )
+                    format!("field `model`: unknown LLM `{id}` (one of: {}; or give the model's config.json as {{\"hf_config\": {{…}}}})", known.join(", "))
                 }
             })?;
-            Ok((
-                Cow::Borrowed(m),
-                ArchOrigin {
-                    source: "catalog".into(),
-                    model_type: None,
-                    counted: None,
-                },
-            ))
+            Ok((Cow::Borrowed(m), ArchOrigin { source: "catalog".into(), model_type: None, counted: None }))
         }
         ModelRef::Spec(spec) => {
-            let (mut m, origin) = crate::hf::llm_from_config(&spec.hf_config, spec.name.as_deref())
-                .map_err(|e| crate::messages::say("in-model", &[("error", &e)]))?;
+            let (mut m, origin) =
+                crate::hf::llm_from_config(&spec.hf_config, spec.name.as_deref()).map_err(|e| crate::messages::say("in-model", &[("error", &e)]))?;
             if let Some(p) = spec.params {
                 if p == 0 {
-                    return Err(crate::messages::say(
-                        "at-least-one",
-                        &[("field", "model.params")],
-                    ));
+                    return Err(crate::messages::say("at-least-one", &[("field", "model.params")]));
                 }
                 m.params = p;
             }
@@ -122,11 +106,7 @@ pub(crate) fn weight_claims(q: &Quant) -> Vec<&'static str> {
 
 /// Bytes per element of activations: 16-bit unless the weights are fp32.
 fn activation_bytes(q: &Quant) -> f64 {
-    if q.family == QuantFamily::Float && q.bits >= 32.0 {
-        4.0
-    } else {
-        2.0
-    }
+    if q.family == QuantFamily::Float && q.bits >= 32.0 { 4.0 } else { 2.0 }
 }
 
 /// Working set per token of one decoder layer's MLP at its peak, in elements: three
@@ -149,20 +129,13 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference) -> Result<Breakdown, Str
 }
 
 /// The breakdown; without `notes` only the terms (the searches over the engine need the peak).
-pub(crate) fn breakdown_with(
-    ds: &Dataset,
-    l: &LlmInference,
-    notes: bool,
-) -> Result<Breakdown, String> {
+pub(crate) fn breakdown_with(ds: &Dataset, l: &LlmInference, notes: bool) -> Result<Breakdown, String> {
     let (m, origin) = model(ds, &l.model)?;
     let m: &Llm = &m;
     let wq = quant(ds, &l.weights, "weights")?;
     let kvq = quant(ds, &l.kv_cache, "kv_cache")?;
     if l.context == 0 {
-        return Err(crate::messages::say(
-            "at-least-one",
-            &[("field", "context")],
-        ));
+        return Err(crate::messages::say("at-least-one", &[("field", "context")]));
     }
     if l.batch == 0 {
         return Err(crate::messages::say("at-least-one", &[("field", "batch")]));
@@ -173,14 +146,7 @@ pub(crate) fn breakdown_with(
         return Err(format!("fields `context` and `batch`: {} × {} tokens is more than any cache can hold", l.context, l.batch));
     }
     if l.context > m.max_context {
-        return Err(crate::messages::say(
-            "context-beyond-max",
-            &[
-                ("context", &l.context.to_string()),
-                ("model", &m.id),
-                ("max", &m.max_context.to_string()),
-            ],
-        ));
+        return Err(crate::messages::say("context-beyond-max", &[("context", &l.context.to_string()), ("model", &m.id), ("max", &m.max_context.to_string())]));
     }
     let mut b = Breakdown::new();
     b.quiet = !notes;
@@ -192,43 +158,22 @@ pub(crate) fn breakdown_with(
     let ab = activation_bytes(wq);
     // The user's file, when it is in the format asked for, gives the exact bytes.
     let file = match &l.model {
-        ModelRef::Spec(s) => s
-            .file
-            .as_ref()
-            .filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == wq.id)),
+        ModelRef::Spec(s) => s.file.as_ref().filter(|f| ds.quant(&f.format).is_some_and(|q| q.id == wq.id)),
         ModelRef::Id(_) => None,
     };
-    let weights = file
-        .map(|f| f.bytes as f64)
-        .unwrap_or_else(|| weight_bytes(m, wq));
+    let weights = file.map(|f| f.bytes as f64).unwrap_or_else(|| weight_bytes(m, wq));
     if let Some(f) = file {
-        b.note(
-            "file-weights",
-            &[("bytes", f.bytes.to_string())],
-            "weights: the {bytes} bytes of the model file's tensors",
-        );
+        b.note("file-weights", &[("bytes", f.bytes.to_string())], "weights: the {bytes} bytes of the model file's tensors");
     }
     match l.engine {
         Engine::Transformers => {
             b.add(TermId::Weights, weights, &weight_claims(wq));
             if l.all_logits {
                 // One forward over every position; no cache; the logits of all positions are the peak.
-                b.add(
-                    TermId::Logits,
-                    tokens * m.vocab as f64 * ab,
-                    &["fit-logits-all-positions"],
-                );
-                b.add(
-                    TermId::Activations,
-                    tokens * 2.0 * m.hidden as f64 * ab,
-                    &["fit-logits-all-positions"],
-                );
+                b.add(TermId::Logits, tokens * m.vocab as f64 * ab, &["fit-logits-all-positions"]);
+                b.add(TermId::Activations, tokens * 2.0 * m.hidden as f64 * ab, &["fit-logits-all-positions"]);
             } else {
-                b.add(
-                    TermId::KvCache,
-                    kv_bytes,
-                    &["transformers-dynamic-cache-per-token"],
-                );
+                b.add(TermId::KvCache, kv_bytes, &["transformers-dynamic-cache-per-token"]);
                 let mlp = tokens * prefill_elements_per_token(m) * ab;
                 match m.sliding() {
                     // A sliding window longer context than the window: transformers materialises a
@@ -236,54 +181,28 @@ pub(crate) fn breakdown_with(
                     // additive mask in the activation dtype while each sliding layer runs.
                     Some((_, w)) if l.context > w => {
                         let square = l.batch as f64 * (l.context as f64).powi(2);
-                        b.add(
-                            TermId::AttentionMask,
-                            square,
-                            &["fit-transformers-sliding-window-mask"],
-                        );
+                        b.add(TermId::AttentionMask, square, &["fit-transformers-sliding-window-mask"]);
                         let attention = square * ab + tokens * 4.0 * m.hidden as f64 * ab;
                         if attention > mlp {
-                            b.add(
-                                TermId::Activations,
-                                attention,
-                                &["fit-transformers-sliding-window-mask"],
-                            );
+                            b.add(TermId::Activations, attention, &["fit-transformers-sliding-window-mask"]);
                         } else {
-                            b.add(
-                                TermId::Activations,
-                                mlp,
-                                &["fit-transformers-prefill-working-set"],
-                            );
+                            b.add(TermId::Activations, mlp, &["fit-transformers-prefill-working-set"]);
                         }
                     }
-                    _ => b.add(
-                        TermId::Activations,
-                        mlp,
-                        &["fit-transformers-prefill-working-set"],
-                    ),
+                    _ => b.add(TermId::Activations, mlp, &["fit-transformers-prefill-working-set"]),
                 }
             }
-            b.add(
-                TermId::Workspace,
-                claim_number(ds, "fit-transformers-workspace")?,
-                &["fit-transformers-workspace"],
-            );
+            b.add(TermId::Workspace, claim_number(ds, "fit-transformers-workspace")?, &["fit-transformers-workspace"]);
             let dynamic = b.tensor_bytes() as f64 - weights;
             // A single forward pass fragments little; generate() grows its cache and fragments more.
-            let share = if l.all_logits {
-                "fit-allocator-headroom-llm-forward"
-            } else {
-                "fit-allocator-headroom-llm"
-            };
+            let share = if l.all_logits { "fit-allocator-headroom-llm-forward" } else { "fit-allocator-headroom-llm" };
             add_runtime(ds, &mut b, dynamic, None, Some(share))?;
         }
         Engine::Vllm => {
             let util = match l.gpu_memory_utilization {
                 Some(u) if u > 0.0 && u <= 1.0 => u,
                 Some(u) => {
-                    return Err(format!(
-                        "field `gpu_memory_utilization`: {u} must be in (0, 1]"
-                    ));
+                    return Err(format!("field `gpu_memory_utilization`: {u} must be in (0, 1]"));
                 }
                 None => claim_number(ds, "fit-vllm-default-utilization")?,
             };
@@ -396,39 +315,20 @@ pub(crate) fn pp_indices(layers: u64, rank: u64, pp: u64) -> (u64, u64) {
 
 /// KV-cache bytes of the whole batch. Global-attention layers keep every token; sliding-window
 /// layers keep what the engine keeps for them (the claims say how many tokens).
-fn kv_cache_bytes(
-    ds: &Dataset,
-    m: &Llm,
-    l: &LlmInference,
-    bytes_per_element: f64,
-    ubatch: f64,
-) -> Result<(f64, Vec<&'static str>), String> {
+fn kv_cache_bytes(ds: &Dataset, m: &Llm, l: &LlmInference, bytes_per_element: f64, ubatch: f64) -> Result<(f64, Vec<&'static str>), String> {
     let _ = ds;
     let full = |_: u64| l.context;
     let (per_seq, claims): (u64, Vec<&'static str>) = match (m.sliding(), &l.engine) {
         (None, _) => (m.kv_elements(l.context, full), vec![]),
         // generate()'s peak still holds the whole prompt on sliding layers (a view keeps the
         // prefill's storage alive until the first decoding step).
-        (Some(_), Engine::Transformers) => (
-            m.kv_elements(l.context, full),
-            vec!["fit-transformers-sliding-window-cache"],
-        ),
-        (Some(_), Engine::Vllm) => (
-            m.kv_elements(l.context, |w| w),
-            vec!["fit-vllm-sliding-window-cache"],
-        ),
+        (Some(_), Engine::Transformers) => (m.kv_elements(l.context, full), vec!["fit-transformers-sliding-window-cache"]),
+        (Some(_), Engine::Vllm) => (m.kv_elements(l.context, |w| w), vec!["fit-vllm-sliding-window-cache"]),
         (Some(_), Engine::LlamaCpp | Engine::Ollama) => {
-            let swa = matches!(
-                m.model_type.as_deref(),
-                Some("gemma2" | "gemma3" | "gemma3_text" | "gpt_oss" | "cohere2")
-            );
+            let swa = matches!(m.model_type.as_deref(), Some("gemma2" | "gemma3" | "gemma3_text" | "gpt_oss" | "cohere2"));
             // The window plus one micro-batch, padded to 256 cells, per sequence.
             let cells = |w: u64| (w + ubatch as u64).div_ceil(256) * 256;
-            let n = if swa {
-                m.kv_elements(l.context, cells)
-            } else {
-                m.kv_elements(l.context, full)
-            };
+            let n = if swa { m.kv_elements(l.context, cells) } else { m.kv_elements(l.context, full) };
             (n, vec!["fit-llamacpp-sliding-window-cache"])
         }
     };

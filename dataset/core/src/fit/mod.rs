@@ -274,15 +274,7 @@ pub(crate) struct Breakdown {
 
 impl Breakdown {
     pub fn new() -> Breakdown {
-        Breakdown {
-            terms: Vec::new(),
-            host: Vec::new(),
-            notes: Vec::new(),
-            arch: None,
-            quiet: false,
-            devices: Vec::new(),
-            binding: 0,
-        }
+        Breakdown { terms: Vec::new(), host: Vec::new(), notes: Vec::new(), arch: None, quiet: false, devices: Vec::new(), binding: 0 }
     }
 
     pub fn add(&mut self, term: TermId, bytes: f64, claims: &[&str]) {
@@ -309,11 +301,7 @@ impl Breakdown {
         for (k, v) in values {
             kv.insert(k.to_string(), v.clone());
         }
-        self.notes.push(Note {
-            id: id.into(),
-            values: kv,
-            text: t,
-        });
+        self.notes.push(Note { id: id.into(), values: kv, text: t });
     }
 
     pub fn host_bytes(&self) -> u64 {
@@ -321,11 +309,7 @@ impl Breakdown {
     }
 
     pub fn tensor_bytes(&self) -> u64 {
-        self.terms
-            .iter()
-            .filter(|t| t.term != "cuda-context" && t.term != "allocator-headroom")
-            .map(|t| t.bytes)
-            .sum()
+        self.terms.iter().filter(|t| t.term != "cuda-context" && t.term != "allocator-headroom").map(|t| t.bytes).sum()
     }
 }
 
@@ -343,11 +327,7 @@ fn put(terms: &mut Vec<Term>, term: TermId, bytes: f64, claims: &[&str]) {
             }
         }
     } else {
-        terms.push(Term {
-            term,
-            bytes,
-            claims: claims.iter().map(|s| s.to_string()).collect(),
-        });
+        terms.push(Term { term, bytes, claims: claims.iter().map(|s| s.to_string()).collect() });
     }
 }
 
@@ -401,22 +381,12 @@ pub(crate) fn is_zero(n: &u64) -> bool {
 
 /// A number the engine takes from a claim's value (so every constant has its evidence).
 pub(crate) fn claim_number(ds: &Dataset, id: &str) -> Result<f64, String> {
-    let c = ds
-        .claim(id)
-        .ok_or_else(|| format!("the fit engine needs claim `{id}`, which the dataset lacks"))?;
+    let c = ds.claim(id).ok_or_else(|| format!("the fit engine needs claim `{id}`, which the dataset lacks"))?;
     if c.verdict == crate::Verdict::Contradicted {
-        return Err(format!(
-            "claim `{id}` is contradicted: its value is what was said, not what is true"
-        ));
+        return Err(format!("claim `{id}` is contradicted: its value is what was said, not what is true"));
     }
-    let v = c
-        .value
-        .as_ref()
-        .ok_or_else(|| format!("claim `{id}` has no value"))?;
-    let n = v
-        .number
-        .or(v.max)
-        .ok_or_else(|| format!("claim `{id}` has no number"))?;
+    let v = c.value.as_ref().ok_or_else(|| format!("claim `{id}` has no value"))?;
+    let n = v.number.or(v.max).ok_or_else(|| format!("claim `{id}` has no number"))?;
     // Sizes in bytes; other units (counts, shares, bytes per parameter) as they are.
     Ok(n * crate::units::bytes_per(&v.unit).unwrap_or(1.0))
 }
@@ -424,10 +394,7 @@ pub(crate) fn claim_number(ds: &Dataset, id: &str) -> Result<f64, String> {
 pub(crate) fn quant<'a>(ds: &'a Dataset, id: &str, field: &str) -> Result<&'a Quant, String> {
     ds.quant(id).ok_or_else(|| {
         let known: Vec<&str> = ds.quant.iter().map(|q| q.id.as_str()).collect();
-        format!(
-            "field `{field}`: unknown format `{id}` (one of: {})",
-            known.join(", ")
-        )
+        format!("field `{field}`: unknown format `{id}` (one of: {})", known.join(", "))
     })
 }
 
@@ -436,34 +403,13 @@ pub(crate) fn quant<'a>(ds: &'a Dataset, id: &str, field: &str) -> Result<&'a Qu
 /// the live tensors to finish the run under a cap (block rounding, fragmentation, kernel
 /// workspaces): `base_claim` GiB plus `share_claim` percent of `transient_bytes`, both measured
 /// as the smallest total each reference case ran in (dataset/measurements/capped/).
-pub(crate) fn add_runtime(
-    ds: &Dataset,
-    b: &mut Breakdown,
-    transient_bytes: f64,
-    base_claim: Option<&str>,
-    share_claim: Option<&str>,
-) -> Result<(), String> {
-    b.add(
-        TermId::CudaContext,
-        claim_number(ds, "fit-cuda-context-measured")?,
-        &["fit-cuda-context-measured", "cuda-context-few-hundred-mb"],
-    );
-    let base = base_claim
-        .map(|c| claim_number(ds, c))
-        .transpose()?
-        .unwrap_or(0.0);
-    let share = share_claim
-        .map(|c| claim_number(ds, c))
-        .transpose()?
-        .unwrap_or(0.0)
-        / 100.0;
+pub(crate) fn add_runtime(ds: &Dataset, b: &mut Breakdown, transient_bytes: f64, base_claim: Option<&str>, share_claim: Option<&str>) -> Result<(), String> {
+    b.add(TermId::CudaContext, claim_number(ds, "fit-cuda-context-measured")?, &["fit-cuda-context-measured", "cuda-context-few-hundred-mb"]);
+    let base = base_claim.map(|c| claim_number(ds, c)).transpose()?.unwrap_or(0.0);
+    let share = share_claim.map(|c| claim_number(ds, c)).transpose()?.unwrap_or(0.0) / 100.0;
     let mut claims: Vec<&str> = base_claim.into_iter().chain(share_claim).collect();
     claims.push("fragmentation-from-changing-shapes");
-    b.add(
-        TermId::AllocatorHeadroom,
-        base + transient_bytes * share,
-        &claims,
-    );
+    b.add(TermId::AllocatorHeadroom, base + transient_bytes * share, &claims);
     Ok(())
 }
 
@@ -546,36 +492,18 @@ fn fit_with(ds: &Dataset, w: &Workload) -> Result<(Fit, u64), String> {
     let peak = total(&b);
     let need = scalar(&b, w.card_budgets());
     let mut gpus: Vec<&crate::Gpu> = ds.gpus.iter().collect();
-    crate::sort_short_by(&mut gpus, |a, b| {
-        a.memory_gb
-            .partial_cmp(&b.memory_gb)
-            .unwrap()
-            .then(a.id.cmp(&b.id))
-    });
+    crate::sort_short_by(&mut gpus, |a, b| a.memory_gb.partial_cmp(&b.memory_gb).unwrap().then(a.id.cmp(&b.id)));
     // With several GPUs: the catalog GPUs of which that many hold every share.
     let mut fits = Vec::new();
     for g in gpus {
         let limit = gpu_limit_bytes(ds, g)?;
         if limit >= peak {
-            fits.push(GpuFit {
-                gpu: g.id.clone(),
-                name: g.name.clone(),
-                memory_bytes: gpu_bytes(g),
-                headroom_bytes: limit as i64 - peak as i64,
-            });
+            fits.push(GpuFit { gpu: g.id.clone(), name: g.name.clone(), memory_bytes: gpu_bytes(g), headroom_bytes: limit as i64 - peak as i64 });
         }
     }
     let levers = levers::levers(ds, w, need, None);
     let devices = if b.devices.len() > 1 {
-        b.devices
-            .iter()
-            .enumerate()
-            .map(|(gpu, terms)| DeviceFit {
-                gpu,
-                peak_bytes: terms.iter().map(|t| t.bytes).sum(),
-                breakdown: terms.clone(),
-            })
-            .collect()
+        b.devices.iter().enumerate().map(|(gpu, terms)| DeviceFit { gpu, peak_bytes: terms.iter().map(|t| t.bytes).sum(), breakdown: terms.clone() }).collect()
     } else {
         Vec::new()
     };
@@ -797,14 +725,7 @@ impl Card {
         if other >= limit.map_or(total, |l| l as f64) {
             return Err(crate::messages::say("card-other-whole", &[]));
         }
-        Ok(Card {
-            spec: spec.to_string(),
-            name,
-            memory_bytes: total as u64,
-            other_bytes: other as u64,
-            ram_bytes: None,
-            gpu_limit_bytes: limit,
-        })
+        Ok(Card { spec: spec.to_string(), name, memory_bytes: total as u64, other_bytes: other as u64, ram_bytes: None, gpu_limit_bytes: limit })
     }
 
     /// The card with the system RAM the workload may use, in GiB (none: not asked).
@@ -832,14 +753,11 @@ pub fn budget(ds: &Dataset, gpu: &str, other_processes_gib: f64) -> Result<u64, 
 
 /// Reads one workload or an array of them (the `dataset fit --input` format).
 pub fn parse_input(text: &str) -> Result<Vec<Workload>, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("input is not JSON: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("input is not JSON: {e}"))?;
     match v {
-        serde_json::Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| Workload::from_value(item).map_err(|e| format!("workload [{i}]: {e}")))
-            .collect(),
+        serde_json::Value::Array(items) => {
+            items.iter().enumerate().map(|(i, item)| Workload::from_value(item).map_err(|e| format!("workload [{i}]: {e}"))).collect()
+        }
         other => Ok(vec![Workload::from_value(&other)?]),
     }
 }

@@ -1,7 +1,7 @@
 //! The calculator's state as a URL query (`?kind=training&seq=2048&...`): the same parsing for
 //! the site, the guides' calculator links and tests.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 /// A workload as a JSON object, keyed like the fit input.
 pub type State = Map<String, Value>;
@@ -10,7 +10,9 @@ pub type State = Map<String, Value>;
 /// smaller than with the same objects built in code).
 pub fn preset(kind: &str) -> State {
     let text = match kind {
-        "training" => r#"{"kind":"training","model":"llama-3.1-8b","method":"qlora","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true,"lora_rank":16}"#,
+        "training" => {
+            r#"{"kind":"training","model":"llama-3.1-8b","method":"qlora","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true,"lora_rank":16}"#
+        }
         "diffusion" => r#"{"kind":"diffusion","model":"flux.1-dev","precision":"fp8","width":1024,"height":1024,"batch":1,"cfg":false}"#,
         _ => r#"{"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"bf16","context":8192,"batch":1,"engine":"ollama"}"#,
     };
@@ -20,11 +22,23 @@ pub fn preset(kind: &str) -> State {
 /// Popular setups: (id, workload). The site labels each from `preset.<id>` in its language.
 pub fn presets() -> Vec<(&'static str, Value)> {
     const PRESETS: [(&str, &str); 8] = [
-        ("llama8b_ollama", r#"{"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"bf16","context":8192,"batch":1,"engine":"ollama"}"#),
-        ("qwen8b_transformers", r#"{"kind":"llm-inference","model":"qwen3-8b","weights":"bf16","kv_cache":"bf16","context":32768,"batch":1,"engine":"transformers"}"#),
+        (
+            "llama8b_ollama",
+            r#"{"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"bf16","context":8192,"batch":1,"engine":"ollama"}"#,
+        ),
+        (
+            "qwen8b_transformers",
+            r#"{"kind":"llm-inference","model":"qwen3-8b","weights":"bf16","kv_cache":"bf16","context":32768,"batch":1,"engine":"transformers"}"#,
+        ),
         ("qwen32b_vllm", r#"{"kind":"llm-inference","model":"qwen3-32b","weights":"awq-int4","kv_cache":"fp8","context":16384,"batch":4,"engine":"vllm"}"#),
-        ("llama8b_qlora", r#"{"kind":"training","model":"llama-3.1-8b","method":"qlora","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true,"lora_rank":16}"#),
-        ("llama1b_full", r#"{"kind":"training","model":"llama-3.2-1b","method":"full","precision":"mixed-bf16","optimizer":"adamw","seq":2048,"batch":4,"gradient_checkpointing":true}"#),
+        (
+            "llama8b_qlora",
+            r#"{"kind":"training","model":"llama-3.1-8b","method":"qlora","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true,"lora_rank":16}"#,
+        ),
+        (
+            "llama1b_full",
+            r#"{"kind":"training","model":"llama-3.2-1b","method":"full","precision":"mixed-bf16","optimizer":"adamw","seq":2048,"batch":4,"gradient_checkpointing":true}"#,
+        ),
         ("flux_fp8", r#"{"kind":"diffusion","model":"flux.1-dev","precision":"fp8","width":1024,"height":1024,"batch":1,"cfg":false}"#),
         ("sdxl_fp16", r#"{"kind":"diffusion","model":"sdxl","precision":"fp16","width":1024,"height":1024,"batch":1,"cfg":true}"#),
         ("wan13b_480p", r#"{"kind":"diffusion","model":"wan2.1-t2v-1.3b","precision":"bf16","width":832,"height":480,"frames":81,"batch":1,"cfg":true}"#),
@@ -72,9 +86,7 @@ pub fn parse_query(query: &str) -> State {
     for kv in query.trim_start_matches('?').split('&').filter(|s| !s.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         let (k, v) = (decode(k), decode(v));
-        let structured = (v.starts_with('{') || v.starts_with('['))
-            .then(|| serde_json::from_str::<Value>(&v).ok())
-            .flatten();
+        let structured = (v.starts_with('{') || v.starts_with('[')).then(|| serde_json::from_str::<Value>(&v).ok()).flatten();
         let value = match v.as_str() {
             _ if structured.is_some() => structured.unwrap(),
             "true" => Value::Bool(true),
@@ -164,7 +176,6 @@ pub fn to_query(state: &State) -> String {
         .collect();
     format!("?{}", parts.join("&"))
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -70,9 +70,7 @@ pub fn weight_ladder(engine: &Engine) -> &'static [&'static str] {
     match engine {
         Engine::Transformers => &["bf16", "fp8", "int8", "nf4"],
         Engine::Vllm => &["bf16", "fp8", "awq-int4"],
-        Engine::LlamaCpp | Engine::Ollama => {
-            &["fp16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K"]
-        }
+        Engine::LlamaCpp | Engine::Ollama => &["fp16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K"],
     }
 }
 
@@ -85,13 +83,7 @@ fn peak(ds: &Dataset, w: &Workload) -> Option<u64> {
 
 /// The largest `x` in `lo..=hi` with `fits(x)`, given that the peak grows with `x`; `None` when
 /// even `lo` does not fit. Values are snapped to `step` (counted from `lo`).
-fn largest(
-    lo: u64,
-    hi: u64,
-    step: u64,
-    at: &mut dyn FnMut(u64) -> Option<u64>,
-    budget: u64,
-) -> Option<(u64, u64)> {
+fn largest(lo: u64, hi: u64, step: u64, at: &mut dyn FnMut(u64) -> Option<u64>, budget: u64) -> Option<(u64, u64)> {
     let ok = |p: Option<u64>| p.is_some_and(|p| p <= budget);
     let first = at(lo);
     if !ok(first) {
@@ -117,21 +109,14 @@ fn largest(
 }
 
 fn to_largest(r: Option<(u64, u64)>, hi: u64) -> Option<Largest> {
-    r.map(|(value, peak_bytes)| Largest {
-        value,
-        peak_bytes,
-        limit_reached: value >= hi,
-    })
+    r.map(|(value, peak_bytes)| Largest { value, peak_bytes, limit_reached: value >= hi })
 }
 
 /// Every answer that applies to the workload, for a card with `budget_bytes` free.
 pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers, String> {
     // The workload itself must be valid (a clear error instead of empty answers).
     breakdown(ds, w)?;
-    let mut a = Answers {
-        budget_bytes,
-        ..Answers::default()
-    };
+    let mut a = Answers { budget_bytes, ..Answers::default() };
     match w {
         Workload::LlmInference(l) => {
             let (m, _) = llm::model(ds, &l.model)?;
@@ -141,51 +126,19 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
                 Workload::LlmInference(x)
             };
             let max_ctx = m.max_context;
-            a.max_context = to_largest(
-                largest(
-                    1,
-                    max_ctx,
-                    1,
-                    &mut |c| peak(ds, &with(&|x| x.context = c)),
-                    budget_bytes,
-                ),
-                max_ctx,
-            );
-            a.max_batch = to_largest(
-                largest(
-                    1,
-                    1024,
-                    1,
-                    &mut |n| peak(ds, &with(&|x| x.batch = n)),
-                    budget_bytes,
-                ),
-                1024,
-            );
+            a.max_context = to_largest(largest(1, max_ctx, 1, &mut |c| peak(ds, &with(&|x| x.context = c)), budget_bytes), max_ctx);
+            a.max_batch = to_largest(largest(1, 1024, 1, &mut |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 1024);
             if matches!(l.engine, Engine::LlamaCpp | Engine::Ollama) {
                 // -ngl counts the output layer: layers + 1 puts every layer on the GPU.
                 let layers = m.layers as u64 + 1;
-                if let Some((n, p)) = largest(
-                    0,
-                    layers,
-                    1,
-                    &mut |n| peak(ds, &with(&|x| x.gpu_layers = Some(n as u32))),
-                    budget_bytes,
-                ) {
+                if let Some((n, p)) = largest(0, layers, 1, &mut |n| peak(ds, &with(&|x| x.gpu_layers = Some(n as u32))), budget_bytes) {
                     let on_gpu = breakdown(ds, &with(&|x| x.gpu_layers = Some(n as u32)))?;
-                    a.gpu_layers = Some(GpuLayers {
-                        layers: n as u32,
-                        of: layers as u32,
-                        ram_bytes: on_gpu.host_bytes(),
-                        peak_bytes: p,
-                    });
+                    a.gpu_layers = Some(GpuLayers { layers: n as u32, of: layers as u32, ram_bytes: on_gpu.host_bytes(), peak_bytes: p });
                 }
             }
             a.best_weights = weight_ladder(&l.engine).iter().find_map(|f| {
                 let p = peak(ds, &with(&|x| x.weights = (*f).into()))?;
-                (p <= budget_bytes).then(|| Format {
-                    format: (*f).into(),
-                    peak_bytes: p,
-                })
+                (p <= budget_bytes).then(|| Format { format: (*f).into(), peak_bytes: p })
             });
         }
         Workload::Training(t) => {
@@ -196,26 +149,8 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
             };
             let (m, _) = llm::model(ds, &t.model)?;
             let max_seq = m.max_context;
-            a.max_seq = to_largest(
-                largest(
-                    1,
-                    max_seq,
-                    1,
-                    &mut |s| peak(ds, &with(&|x| x.seq = s)),
-                    budget_bytes,
-                ),
-                max_seq,
-            );
-            a.max_batch = to_largest(
-                largest(
-                    1,
-                    1024,
-                    1,
-                    &mut |n| peak(ds, &with(&|x| x.batch = n)),
-                    budget_bytes,
-                ),
-                1024,
-            );
+            a.max_seq = to_largest(largest(1, max_seq, 1, &mut |s| peak(ds, &with(&|x| x.seq = s)), budget_bytes), max_seq);
+            a.max_batch = to_largest(largest(1, 1024, 1, &mut |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 1024);
         }
         Workload::Diffusion(d) => {
             let with = |f: &dyn Fn(&mut Diffusion)| {
@@ -223,9 +158,7 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
                 f(&mut x);
                 Workload::Diffusion(x)
             };
-            let m = ds
-                .diffusion_model(&d.model)
-                .ok_or_else(|| format!("unknown diffusion model `{}`", d.model))?;
+            let m = ds.diffusion_model(&d.model).ok_or_else(|| format!("unknown diffusion model `{}`", d.model))?;
             let (nw, nh) = diffusion::native_size(ds, m)?;
             let (w0, h0) = (d.width.unwrap_or(nw), d.height.unwrap_or(nh));
             // Sizes in steps of 64 px on the longer side, keeping the aspect ratio (both sides
@@ -254,39 +187,17 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
             );
             a.max_size = r.map(|(k, p)| {
                 let (width, height) = size_at(k);
-                Size {
-                    width,
-                    height,
-                    peak_bytes: p,
-                }
+                Size { width, height, peak_bytes: p }
             });
-            a.max_batch = to_largest(
-                largest(
-                    1,
-                    64,
-                    1,
-                    &mut |n| peak(ds, &with(&|x| x.batch = n)),
-                    budget_bytes,
-                ),
-                64,
-            );
+            a.max_batch = to_largest(largest(1, 64, 1, &mut |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 64);
             if m.modality == crate::Modality::Video {
                 // Frame counts of the form 4k + 1, as the video VAEs take them.
-                let r = largest(
-                    1,
-                    1025,
-                    4,
-                    &mut |f| peak(ds, &with(&|x| x.frames = Some(f))),
-                    budget_bytes,
-                );
+                let r = largest(1, 1025, 4, &mut |f| peak(ds, &with(&|x| x.frames = Some(f))), budget_bytes);
                 a.max_frames = to_largest(r, 1025);
             }
             a.best_weights = DIFFUSION_LADDER.iter().find_map(|f| {
                 let p = peak(ds, &with(&|x| x.precision = (*f).into()))?;
-                (p <= budget_bytes).then(|| Format {
-                    format: (*f).into(),
-                    peak_bytes: p,
-                })
+                (p <= budget_bytes).then(|| Format { format: (*f).into(), peak_bytes: p })
             });
         }
     }

@@ -30,15 +30,7 @@ fn projection_dims(m: &Llm) -> [(&'static str, f64, f64); 7] {
     let q = (m.heads * m.head_dim) as f64;
     let kv = (m.kv_heads * m.head_dim) as f64;
     let i = m.intermediate as f64;
-    [
-        ("q_proj", h, q),
-        ("k_proj", h, kv),
-        ("v_proj", h, kv),
-        ("o_proj", q, h),
-        ("gate_proj", h, i),
-        ("up_proj", h, i),
-        ("down_proj", i, h),
-    ]
+    [("q_proj", h, q), ("k_proj", h, kv), ("v_proj", h, kv), ("o_proj", q, h), ("gate_proj", h, i), ("up_proj", h, i), ("down_proj", i, h)]
 }
 
 /// How much more pinned host memory than tensor bytes FSDP's offloaded parameters take: PyTorch's
@@ -63,8 +55,7 @@ fn pinned_rounding(m: &Llm, shards: f64, bytes: f64) -> f64 {
 /// Trainable parameters of LoRA adapters on the targeted projections of every block: rank ×
 /// (in + out) each.
 fn lora_params(m: &Llm, rank: f64, targets: &LoraTargets) -> f64 {
-    let per_layer: f64 =
-        projection_dims(m).iter().filter(|(name, _, _)| targets.has(name)).map(|(_, i, o)| rank * (i + o)).sum();
+    let per_layer: f64 = projection_dims(m).iter().filter(|(name, _, _)| targets.has(name)).map(|(_, i, o)| rank * (i + o)).sum();
     per_layer * m.layers as f64
 }
 
@@ -72,11 +63,7 @@ fn lora_params(m: &Llm, rank: f64, targets: &LoraTargets) -> f64 {
 /// checkpointing (the coefficients are measured: claim `fit-training-activations-per-layer`).
 fn layer_elements(ds: &Dataset, m: &Llm, p: &Precision, lora: Option<&LoraTargets>, qk_norm: bool) -> Result<f64, String> {
     let h = m.hidden as f64;
-    let mut a_h = if p.act >= 4.0 {
-        claim_number(ds, "fit-training-activations-fp32")?
-    } else {
-        claim_number(ds, "fit-training-activations-per-layer")?
-    };
+    let mut a_h = if p.act >= 4.0 { claim_number(ds, "fit-training-activations-fp32")? } else { claim_number(ds, "fit-training-activations-per-layer")? };
     if p.mixed {
         a_h += claim_number(ds, "fit-training-autocast-extra")?;
     }
@@ -249,7 +236,11 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
             // the forward pass to the backward pass. Measured with parameter offload: Llama 3.2
             // 1B and 3B within 2 % (dataset/measurements/reference/h200-torch2.11-multigpu.jsonl).
             let gathered = if lora { weights } else { params * p.act };
-            b.add(TermId::FsdpGatheredLayers, gathered * embedding_params(m) / params, &["pytorch-fsdp-sharding-strategies", "pytorch-fsdp-root-stays-gathered"]);
+            b.add(
+                TermId::FsdpGatheredLayers,
+                gathered * embedding_params(m) / params,
+                &["pytorch-fsdp-sharding-strategies", "pytorch-fsdp-root-stays-gathered"],
+            );
         } else {
             // ZeRO-3 gathers one layer's full weights at a time.
             b.add(TermId::Zero3GatheredLayer, weights / layers, &["training-fsdp-zero-shard-model-states"]);
@@ -292,7 +283,10 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
             let (claim, per_param) = match (stage, o) {
                 (3, TrainOffload::Params) => ("deepspeed-offload-cpu-bytes-zero3-params", claim_number(ds, "deepspeed-offload-cpu-bytes-zero3-params")?),
                 (3, _) => ("deepspeed-offload-cpu-bytes-zero3", claim_number(ds, "deepspeed-offload-cpu-bytes-zero3")?),
-                _ => ("deepspeed-offload-cpu-bytes-zero2", claim_number(ds, "deepspeed-offload-cpu-bytes-zero2")?.max(n * claim_number(ds, "deepspeed-offload-cpu-bytes-per-gpu")?)),
+                _ => (
+                    "deepspeed-offload-cpu-bytes-zero2",
+                    claim_number(ds, "deepspeed-offload-cpu-bytes-zero2")?.max(n * claim_number(ds, "deepspeed-offload-cpu-bytes-per-gpu")?),
+                ),
             };
             // A LoRA run's frozen base weights go to system RAM with the parameters.
             let frozen = if lora && params_off { weights } else { 0.0 };
@@ -303,7 +297,11 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
     if n > 1.0 {
         // Data parallel: every GPU holds the same share.
         b.devices = vec![b.terms.clone(); t.gpus as usize];
-        b.note("data-parallel", &[("gpus", t.gpus.to_string())], "Data parallel over {gpus} GPUs: each holds the same share, so the card that runs out first is the smallest.");
+        b.note(
+            "data-parallel",
+            &[("gpus", t.gpus.to_string())],
+            "Data parallel over {gpus} GPUs: each holds the same share, so the card that runs out first is the smallest.",
+        );
     }
     Ok(b)
 }

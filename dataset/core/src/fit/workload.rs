@@ -100,15 +100,7 @@ pub enum LoraTargets {
 }
 
 /// Projection names the engine knows, as transformers' Llama-family modules name them.
-pub const LORA_MODULES: [&str; 7] = [
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-];
+pub const LORA_MODULES: [&str; 7] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
 
 impl TryFrom<serde_json::Value> for LoraTargets {
     type Error = String;
@@ -119,14 +111,9 @@ impl TryFrom<serde_json::Value> for LoraTargets {
             serde_json::Value::Array(a) => {
                 let mut out = Vec::new();
                 for x in a {
-                    let name = x
-                        .as_str()
-                        .ok_or("field `lora_targets`: module names must be strings")?;
+                    let name = x.as_str().ok_or("field `lora_targets`: module names must be strings")?;
                     if !LORA_MODULES.contains(&name) {
-                        return Err(format!(
-                            "field `lora_targets`: unknown module `{name}` (one of: {})",
-                            LORA_MODULES.join(", ")
-                        ));
+                        return Err(format!("field `lora_targets`: unknown module `{name}` (one of: {})", LORA_MODULES.join(", ")));
                     }
                     if !out.iter().any(|o: &String| o == name) {
                         out.push(name.to_string());
@@ -137,9 +124,7 @@ impl TryFrom<serde_json::Value> for LoraTargets {
                 }
                 Ok(LoraTargets::Modules(out))
             }
-            other => Err(format!(
-                "field `lora_targets` must be \"all-linear\", \"attention\" or an array of module names, found {other}"
-            )),
+            other => Err(format!("field `lora_targets` must be \"all-linear\", \"attention\" or an array of module names, found {other}")),
         }
     }
 }
@@ -439,28 +424,16 @@ impl Workload {
     /// Parses one workload object; errors name the offending field.
     pub fn from_value(v: &serde_json::Value) -> Result<Workload, String> {
         let obj = v.as_object().ok_or("a workload must be a JSON object")?;
-        let kind = obj
-            .get("kind")
-            .ok_or("missing field `kind` (llm-inference, training or diffusion)")?
-            .as_str()
-            .ok_or("field `kind` must be a string")?;
+        let kind = obj.get("kind").ok_or("missing field `kind` (llm-inference, training or diffusion)")?.as_str().ok_or("field `kind` must be a string")?;
         let mut rest = obj.clone();
         rest.remove("kind");
         let rest = serde_json::Value::Object(rest);
         let err = |e: serde_json::Error| format!("{kind} workload: {e}");
         match kind {
-            "llm-inference" => serde_json::from_value(rest)
-                .map(Workload::LlmInference)
-                .map_err(err),
-            "training" => serde_json::from_value(rest)
-                .map(Workload::Training)
-                .map_err(err),
-            "diffusion" => serde_json::from_value(rest)
-                .map(Workload::Diffusion)
-                .map_err(err),
-            other => Err(format!(
-                "unknown `kind` `{other}` (llm-inference, training or diffusion)"
-            )),
+            "llm-inference" => serde_json::from_value(rest).map(Workload::LlmInference).map_err(err),
+            "training" => serde_json::from_value(rest).map(Workload::Training).map_err(err),
+            "diffusion" => serde_json::from_value(rest).map(Workload::Diffusion).map_err(err),
+            other => Err(format!("unknown `kind` `{other}` (llm-inference, training or diffusion)")),
         }
     }
 
@@ -471,9 +444,7 @@ impl Workload {
             Workload::Diffusion(w) => ("diffusion", serde_json::to_value(w)),
         };
         let mut v = v.expect("workloads serialize");
-        v.as_object_mut()
-            .expect("object")
-            .insert("kind".into(), kind.into());
+        v.as_object_mut().expect("object").insert("kind".into(), kind.into());
         v
     }
 

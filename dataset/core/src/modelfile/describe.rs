@@ -4,11 +4,11 @@
 //! description.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use super::{gguf_to_hf_config, ModelFile};
-use crate::fit::Architecture;
+use super::{ModelFile, gguf_to_hf_config};
 use crate::Dataset;
+use crate::fit::Architecture;
 
 /// One tensor type (GGUF) or dtype (safetensors) of a file: how many tensors and their bytes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -249,9 +249,7 @@ pub fn facts(file: &ModelFile) -> FileFacts {
 pub fn describe(ds: &Dataset, f: &FileFacts, config: Option<&Value>) -> Description {
     let mut notes = f.notes.clone();
     let config = f.hf_config.as_ref().or(config);
-    let name = f.name.clone().or_else(|| {
-        config.and_then(|c| c.get("_name_or_path")).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string)
-    });
+    let name = f.name.clone().or_else(|| config.and_then(|c| c.get("_name_or_path")).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string));
     let arch = config.and_then(|c| architecture(c, name.as_deref(), &mut notes));
     if config.is_none() && f.needs_config {
         notes.push("the architecture is in the model's config.json, which this file does not contain: give it too".into());

@@ -87,26 +87,8 @@ pub struct Recognized {
 /// The tensor table of a parsed GGUF or safetensors file (empty for an index or a config).
 pub fn entries_of(file: &ModelFile) -> Vec<TensorEntry<'_>> {
     match file {
-        ModelFile::Gguf(g) => g
-            .tensors
-            .iter()
-            .map(|t| TensorEntry {
-                name: &t.name,
-                shape: &t.dims,
-                bytes: t.bytes,
-                dtype: t.ggml_type.name(),
-            })
-            .collect(),
-        ModelFile::Safetensors(s) => s
-            .tensors
-            .iter()
-            .map(|t| TensorEntry {
-                name: &t.name,
-                shape: &t.shape,
-                bytes: t.bytes,
-                dtype: t.dtype.name(),
-            })
-            .collect(),
+        ModelFile::Gguf(g) => g.tensors.iter().map(|t| TensorEntry { name: &t.name, shape: &t.dims, bytes: t.bytes, dtype: t.ggml_type.name() }).collect(),
+        ModelFile::Safetensors(s) => s.tensors.iter().map(|t| TensorEntry { name: &t.name, shape: &t.shape, bytes: t.bytes, dtype: t.dtype.name() }).collect(),
         ModelFile::SafetensorsIndex(_) | ModelFile::Config(_) => Vec::new(),
     }
 }
@@ -119,9 +101,7 @@ pub fn recognize_file(ds: &Dataset, file: &ModelFile) -> Result<Recognized, Stri
         ModelFile::Gguf(g) => {
             let arch = g.architecture();
             if let Some(a) = arch.filter(|a| GGUF_ARCHITECTURES.iter().any(|(x, _)| x == a)) {
-                return Err(format!(
-                    "this is a language-model GGUF (general.architecture = `{a}`), not a diffusion checkpoint"
-                ));
+                return Err(format!("this is a language-model GGUF (general.architecture = `{a}`), not a diffusion checkpoint"));
             }
             let mut r = recognize(ds, &entries_of(file))?;
             r.layout = "comfyui-gguf".into();
@@ -129,18 +109,14 @@ pub fn recognize_file(ds: &Dataset, file: &ModelFile) -> Result<Recognized, Stri
             if let (Some(a), Some(w)) = (arch, want)
                 && a != w
             {
-                r.notes.push(format!(
-                    "the GGUF says general.architecture = `{a}`, but its tensors are those of `{w}` ({})",
-                    r.model
-                ));
+                r.notes.push(format!("the GGUF says general.architecture = `{a}`, but its tensors are those of `{w}` ({})", r.model));
             }
             Ok(r)
         }
         ModelFile::Safetensors(_) => recognize(ds, &entries_of(file)),
-        ModelFile::SafetensorsIndex(_) => Err(
-            "a sharded checkpoint's index lists tensor names without shapes: open one of its .safetensors shards instead"
-                .into(),
-        ),
+        ModelFile::SafetensorsIndex(_) => {
+            Err("a sharded checkpoint's index lists tensor names without shapes: open one of its .safetensors shards instead".into())
+        }
         ModelFile::Config(_) => Err("a config.json holds no tensors: open the .safetensors or .gguf file instead".into()),
     }
 }
@@ -182,17 +158,11 @@ pub fn recognize(ds: &Dataset, tensors: &[TensorEntry]) -> Result<Recognized, St
     let model: &Diffusion = match (find(found.model), found.alt.and_then(find)) {
         (Some(m), _) => m,
         (None, Some(alt)) => {
-            notes.push(format!(
-                "the tensors are those of `{}`, which the catalog does not have; counted as its same-sized sibling `{}`",
-                found.model, alt.id
-            ));
+            notes.push(format!("the tensors are those of `{}`, which the catalog does not have; counted as its same-sized sibling `{}`", found.model, alt.id));
             alt
         }
         (None, None) => {
-            return Err(format!(
-                "the tensors are those of `{}`, which the catalog does not have",
-                found.model
-            ));
+            return Err(format!("the tensors are those of `{}`, which the catalog does not have", found.model));
         }
     };
 
@@ -211,9 +181,7 @@ pub fn recognize(ds: &Dataset, tensors: &[TensorEntry]) -> Result<Recognized, St
     }
     let mut unplaced: BTreeSet<&str> = BTreeSet::new();
     for (enc, t) in &parts.text {
-        match encoder_role(found.family, *enc)
-            .filter(|r| model.component(r).is_some())
-        {
+        match encoder_role(found.family, *enc).filter(|r| model.component(r).is_some()) {
             Some(role) => add(role, t),
             None => {
                 unplaced.insert(enc.name());
@@ -225,10 +193,7 @@ pub fn recognize(ds: &Dataset, tensors: &[TensorEntry]) -> Result<Recognized, St
         add("other", t);
     }
     for e in unplaced {
-        notes.push(format!(
-            "a {e} text encoder, which {} does not use, is counted under `other`",
-            model.name
-        ));
+        notes.push(format!("a {e} text encoder, which {} does not use, is counted under `other`", model.name));
     }
     let mut components = Vec::new();
     for c in &model.components {
@@ -252,13 +217,7 @@ pub fn recognize(ds: &Dataset, tensors: &[TensorEntry]) -> Result<Recognized, St
         (false, false, "ldm") => "ldm unet".to_string(),
         (false, false, l) => l.to_string(),
     };
-    Ok(Recognized {
-        model: model.id.clone(),
-        layout,
-        components,
-        format,
-        notes,
-    })
+    Ok(Recognized { model: model.id.clone(), layout, components, format, notes })
 }
 
 fn check_params(role: &str, elements: u64, params: u64, name: &str, notes: &mut Vec<String>) {
@@ -267,11 +226,7 @@ fn check_params(role: &str, elements: u64, params: u64, name: &str, notes: &mut 
     }
     let diff = (elements as f64 - params as f64) / params as f64;
     if diff.abs() > PARAMS_TOLERANCE {
-        let what = if role == "denoiser" {
-            ": a pruned, merged or extended model, or the catalog's figure is a rounded one"
-        } else {
-            ""
-        };
+        let what = if role == "denoiser" { ": a pruned, merged or extended model, or the catalog's figure is a rounded one" } else { "" };
         notes.push(format!(
             "{role}: {elements} values in the file ({}), the catalog gives {name} {} ({:+.1} %){what}",
             short(elements),
@@ -284,11 +239,7 @@ fn check_params(role: &str, elements: u64, params: u64, name: &str, notes: &mut 
 /// `1.42 B`, `83.7 M`.
 fn short(n: u64) -> String {
     let x = n as f64;
-    if x >= 1e9 {
-        format!("{:.2} B", x / 1e9)
-    } else {
-        format!("{:.1} M", x / 1e6)
-    }
+    if x >= 1e9 { format!("{:.2} B", x / 1e9) } else { format!("{:.1} M", x / 1e6) }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -331,10 +282,7 @@ const PREFIXES: &[(&str, Part)] = &[
     ("cond_stage_model.model.", Part::Text(Encoder::OpenClipH)),
     ("cond_stage_model.", Part::Text(Encoder::Unknown)),
     // SDXL base: CLIP ViT-L then OpenCLIP bigG; the refiner has bigG alone as embedder 0.
-    (
-        "conditioner.embedders.0.transformer.",
-        Part::Text(Encoder::ClipL),
-    ),
+    ("conditioner.embedders.0.transformer.", Part::Text(Encoder::ClipL)),
     ("conditioner.embedders.0.model.", Part::Text(Encoder::ClipG)),
     ("conditioner.embedders.1.model.", Part::Text(Encoder::ClipG)),
     ("conditioner.", Part::Text(Encoder::Unknown)),
@@ -366,23 +314,13 @@ struct Parts<'t, 'a> {
 
 fn split<'t, 'a>(tensors: &'t [TensorEntry<'a>]) -> Parts<'t, 'a> {
     let prefixed = tensors.iter().any(|t| t.name.starts_with(LDM_DENOISER));
-    let mut p = Parts {
-        denoiser: Vec::new(),
-        prefixed,
-        vae: Vec::new(),
-        text: Vec::new(),
-        other: Vec::new(),
-    };
+    let mut p = Parts { denoiser: Vec::new(), prefixed, vae: Vec::new(), text: Vec::new(), other: Vec::new() };
     for t in tensors {
         if let Some(rest) = t.name.strip_prefix(LDM_DENOISER) {
             p.denoiser.push((rest, t));
             continue;
         }
-        match PREFIXES
-            .iter()
-            .find(|(pre, _)| t.name.starts_with(pre))
-            .map(|(_, part)| *part)
-        {
+        match PREFIXES.iter().find(|(pre, _)| t.name.starts_with(pre)).map(|(_, part)| *part) {
             Some(Part::Vae) => p.vae.push(t),
             Some(Part::Text(e)) => p.text.push((e, t)),
             Some(Part::Other) => p.other.push(t),
@@ -404,9 +342,7 @@ struct Table<'t, 'a> {
 
 impl<'t, 'a> Table<'t, 'a> {
     fn new(entries: &[(&'a str, &'t TensorEntry<'a>)]) -> Self {
-        Table {
-            by_name: entries.iter().copied().collect(),
-        }
+        Table { by_name: entries.iter().copied().collect() }
     }
 
     fn is_empty(&self) -> bool {
@@ -418,10 +354,7 @@ impl<'t, 'a> Table<'t, 'a> {
     }
 
     fn any_prefix(&self, prefix: &str) -> bool {
-        self.by_name
-            .range(prefix..)
-            .next()
-            .is_some_and(|(k, _)| k.starts_with(prefix))
+        self.by_name.range(prefix..).next().is_some_and(|(k, _)| k.starts_with(prefix))
     }
 
     fn any_containing(&self, part: &str) -> bool {
@@ -451,9 +384,7 @@ impl<'t, 'a> Table<'t, 'a> {
 
     /// `elements(name) / div`, when the tensor exists and `div` divides it.
     fn ratio(&self, name: &str, div: u64) -> Option<u64> {
-        self.elements(name)
-            .filter(|&e| div > 0 && e % div == 0)
-            .map(|e| e / div)
+        self.elements(name).filter(|&e| div > 0 && e % div == 0).map(|e| e / div)
     }
 }
 
@@ -493,8 +424,7 @@ fn detect(t: &Table) -> Result<Option<Found>, String> {
     if t.any_prefix("txt_in.individual_token_refiner.") {
         return hunyuan(t, "hunyuanvideo").map(Some);
     }
-    let bfl_flux = (t.has("double_blocks.0.img_attn.norm.key_norm.scale")
-        || t.has("double_blocks.0.img_attn.norm.key_norm.weight"))
+    let bfl_flux = (t.has("double_blocks.0.img_attn.norm.key_norm.scale") || t.has("double_blocks.0.img_attn.norm.key_norm.weight"))
         && (t.has("img_in.weight") || t.any_prefix("distilled_guidance_layer."));
     if bfl_flux {
         return flux_bfl(t).map(Some);
@@ -502,14 +432,10 @@ fn detect(t: &Table) -> Result<Option<Found>, String> {
     if t.any_prefix("context_embedder.token_refiner.") && t.any_prefix("transformer_blocks.") {
         return hunyuan(t, "diffusers").map(Some);
     }
-    if t.has("transformer_blocks.0.attn.norm_added_k.weight")
-        && t.any_prefix("single_transformer_blocks.")
-    {
+    if t.has("transformer_blocks.0.attn.norm_added_k.weight") && t.any_prefix("single_transformer_blocks.") {
         return flux_diffusers(t).map(Some);
     }
-    if t.has("joint_blocks.0.context_block.attn.qkv.weight")
-        || t.has("joint_blocks.0.context_block.adaLN_modulation.1.bias")
-    {
+    if t.has("joint_blocks.0.context_block.attn.qkv.weight") || t.has("joint_blocks.0.context_block.adaLN_modulation.1.bias") {
         let depth = t.count_blocks("joint_blocks.");
         let hidden = t.elements("x_embedder.proj.bias");
         let x = t.any_containing(".x_block.attn2.");
@@ -518,15 +444,10 @@ fn detect(t: &Table) -> Result<Option<Found>, String> {
     if t.has("transformer_blocks.0.attn.add_q_proj.weight") && t.has("pos_embed.proj.weight") {
         let depth = t.count_blocks("transformer_blocks.");
         let hidden = t.elements("pos_embed.proj.bias");
-        let x = t.has("transformer_blocks.0.attn2.to_q.weight")
-            || t.by_name
-                .keys()
-                .any(|k| k.starts_with("transformer_blocks.") && k.contains(".attn2."));
+        let x = t.has("transformer_blocks.0.attn2.to_q.weight") || t.by_name.keys().any(|k| k.starts_with("transformer_blocks.") && k.contains(".attn2."));
         return sd3(depth, hidden, x, "diffusers").map(Some);
     }
-    if t.has("head.modulation")
-        && (t.has("blocks.0.self_attn.q.weight") || t.has("blocks.0.self_attn.norm_q.weight"))
-    {
+    if t.has("head.modulation") && (t.has("blocks.0.self_attn.q.weight") || t.has("blocks.0.self_attn.norm_q.weight")) {
         let dim = t.ratio("head.modulation", 2);
         let in_dim = dim.and_then(|d| t.ratio("patch_embedding.weight", d * 4));
         let wan = Wan {
@@ -553,8 +474,7 @@ fn detect(t: &Table) -> Result<Option<Found>, String> {
         };
         return wan.decide().map(Some);
     }
-    if t.has("input_blocks.0.0.weight") && (t.has("out.2.weight") || t.any_prefix("middle_block."))
-    {
+    if t.has("input_blocks.0.0.weight") && (t.has("out.2.weight") || t.any_prefix("middle_block.")) {
         let mc = t.elements("input_blocks.0.0.bias");
         let unet = Unet {
             channels: mc,
@@ -565,19 +485,12 @@ fn detect(t: &Table) -> Result<Option<Found>, String> {
         };
         return unet.decide().map(Some);
     }
-    if t.has("conv_in.weight")
-        && t.any_prefix("down_blocks.0.resnets.0.")
-        && t.any_prefix("mid_block.")
-    {
+    if t.has("conv_in.weight") && t.any_prefix("down_blocks.0.resnets.0.") && t.any_prefix("mid_block.") {
         let mc = t.elements("conv_in.bias");
         let unet = Unet {
             channels: mc,
             in_channels: mc.and_then(|c| t.ratio("conv_in.weight", c * 9)),
-            context: context_width(
-                t,
-                "down_blocks.",
-                ".attentions.0.transformer_blocks.0.attn2.",
-            ),
+            context: context_width(t, "down_blocks.", ".attentions.0.transformer_blocks.0.attn2."),
             sdxl: t.any_prefix("add_embedding."),
             layout: "diffusers",
         };
@@ -603,9 +516,7 @@ fn flux_bfl(t: &Table) -> Result<Found, String> {
     if t.any_prefix("distilled_guidance_layer.") {
         return Err("a Chroma transformer (FLUX.1 [schnell] derivative with `distilled_guidance_layer`), which the catalog does not have".into());
     }
-    let hidden = t
-        .elements("img_in.bias")
-        .or_else(|| t.elements("double_blocks.0.img_attn.proj.bias"));
+    let hidden = t.elements("img_in.bias").or_else(|| t.elements("double_blocks.0.img_attn.proj.bias"));
     flux(Flux {
         double: t.count_blocks("double_blocks."),
         single: t.count_blocks("single_blocks."),
@@ -656,42 +567,18 @@ fn flux(f: Flux) -> Result<Found, String> {
         Some(c) => notes.push(format!("{c} input channels where FLUX.1 has 64")),
         None => notes.push("the input projection (`img_in` / `x_embedder`) is missing or unreadable".into()),
     }
-    let model = if f.guidance {
-        "flux.1-dev"
-    } else {
-        "flux.1-schnell"
-    };
-    let alt = Some(if f.guidance {
-        "flux.1-schnell"
-    } else {
-        "flux.1-dev"
-    });
-    Ok(Found {
-        model,
-        alt,
-        family: DiffusionFamily::Flux,
-        layout: f.layout.into(),
-        notes,
-    })
+    let model = if f.guidance { "flux.1-dev" } else { "flux.1-schnell" };
+    let alt = Some(if f.guidance { "flux.1-schnell" } else { "flux.1-dev" });
+    Ok(Found { model, alt, family: DiffusionFamily::Flux, layout: f.layout.into(), notes })
 }
 
 /// HunyuanVideo (T2V): 20 dual-stream and 40 single-stream blocks of width 3072
 /// (Tencent/HunyuanVideo `HYVideoDiffusionTransformer` "HYVideo-T/2-cfgdistill").
 fn hunyuan(t: &Table, layout: &str) -> Result<Found, String> {
     let (double, single, hidden, patch) = if layout == "diffusers" {
-        (
-            t.count_blocks("transformer_blocks."),
-            t.count_blocks("single_transformer_blocks."),
-            t.elements("x_embedder.proj.bias"),
-            "x_embedder.proj.weight",
-        )
+        (t.count_blocks("transformer_blocks."), t.count_blocks("single_transformer_blocks."), t.elements("x_embedder.proj.bias"), "x_embedder.proj.weight")
     } else {
-        (
-            t.count_blocks("double_blocks."),
-            t.count_blocks("single_blocks."),
-            t.elements("img_in.proj.bias"),
-            "img_in.proj.weight",
-        )
+        (t.count_blocks("double_blocks."), t.count_blocks("single_blocks."), t.elements("img_in.proj.bias"), "img_in.proj.weight")
     };
     if t.any_prefix("byt5_in.") || t.has("cond_type_embedding.weight") {
         return Err("a HunyuanVideo 1.5 transformer (`byt5_in` / `cond_type_embedding`), which the catalog does not have".into());
@@ -706,18 +593,10 @@ fn hunyuan(t: &Table, layout: &str) -> Result<Found, String> {
     let mut notes = Vec::new();
     match hidden.and_then(|h| t.ratio(patch, h * 4)) {
         Some(16) => {}
-        Some(c) => notes.push(format!(
-            "{c} input channels where HunyuanVideo T2V has 16 (an image-to-video variant); the same transformer otherwise"
-        )),
+        Some(c) => notes.push(format!("{c} input channels where HunyuanVideo T2V has 16 (an image-to-video variant); the same transformer otherwise")),
         None => notes.push(format!("`{patch}` is missing or unreadable")),
     }
-    Ok(Found {
-        model: "hunyuanvideo",
-        alt: None,
-        family: DiffusionFamily::HunyuanVideo,
-        layout: layout.into(),
-        notes,
-    })
+    Ok(Found { model: "hunyuanvideo", alt: None, family: DiffusionFamily::HunyuanVideo, layout: layout.into(), notes })
 }
 
 /// SD 3.5: Large is 38 MMDiT blocks of width 2432 (64 per block), Medium 24 MMDiT-X blocks
@@ -737,13 +616,7 @@ fn sd3(depth: u32, hidden: Option<u64>, mmdit_x: bool, layout: &str) -> Result<F
             ));
         }
     };
-    Ok(Found {
-        model,
-        alt: None,
-        family: DiffusionFamily::Sd3,
-        layout: layout.into(),
-        notes: Vec::new(),
-    })
+    Ok(Found { model, alt: None, family: DiffusionFamily::Sd3, layout: layout.into(), notes: Vec::new() })
 }
 
 struct Wan {
@@ -764,16 +637,10 @@ impl Wan {
         let dim = self.dim.unwrap_or(0);
         let mut notes = Vec::new();
         if self.vace {
-            return Err(format!(
-                "a Wan VACE model ({} blocks of width {dim}), which the catalog does not have",
-                self.layers
-            ));
+            return Err(format!("a Wan VACE model ({} blocks of width {dim}), which the catalog does not have", self.layers));
         }
         if self.i2v || self.in_dim == Some(36) {
-            return Err(format!(
-                "a Wan image-to-video model ({} blocks of width {dim}, image conditioning), which the catalog does not have",
-                self.layers
-            ));
+            return Err(format!("a Wan image-to-video model ({} blocks of width {dim}, image conditioning), which the catalog does not have", self.layers));
         }
         if !self.has_patch {
             notes.push("`patch_embedding.weight` is missing (a city96 conversion before `fix_5d_tensors.py`?)".to_string());
@@ -796,13 +663,7 @@ impl Wan {
                 ));
             }
         };
-        Ok(Found {
-            model,
-            alt: None,
-            family: DiffusionFamily::Wan,
-            layout: self.layout.into(),
-            notes,
-        })
+        Ok(Found { model, alt: None, family: DiffusionFamily::Wan, layout: self.layout.into(), notes })
     }
 }
 
@@ -838,31 +699,18 @@ impl Unet {
         let mut notes = Vec::new();
         match self.in_channels {
             Some(4) => {}
-            Some(9) => notes
-                .push("an inpainting UNet (9 input channels); the same network otherwise".into()),
-            Some(8) => notes.push(
-                "an InstructPix2Pix UNet (8 input channels); the same network otherwise".into(),
-            ),
+            Some(9) => notes.push("an inpainting UNet (9 input channels); the same network otherwise".into()),
+            Some(8) => notes.push("an InstructPix2Pix UNet (8 input channels); the same network otherwise".into()),
             Some(c) => notes.push(format!("{c} input channels where the base model has 4")),
             None => {}
         }
-        Ok(Found {
-            model,
-            alt: None,
-            family,
-            layout: self.layout.into(),
-            notes,
-        })
+        Ok(Found { model, alt: None, family, layout: self.layout.into(), notes })
     }
 }
 
 /// The error for a table no layout matched: what it looks like, its first names, the layouts tried.
 fn unrecognised(tensors: &[TensorEntry], parts: &Parts) -> String {
-    let first: Vec<String> = tensors
-        .iter()
-        .take(5)
-        .map(|t| format!("`{}`", t.name))
-        .collect();
+    let first: Vec<String> = tensors.iter().take(5).map(|t| format!("`{}`", t.name)).collect();
     let names = || tensors.iter().map(|t| t.name);
     let what = if names().any(|n| n == "token_embd.weight" || n.starts_with("blk.")) {
         "these are a llama.cpp language model's tensors (`token_embd.weight`, `blk.N.…`), not a diffusion model's. "
@@ -874,16 +722,13 @@ fn unrecognised(tensors: &[TensorEntry], parts: &Parts) -> String {
         "this holds only a VAE, no denoiser. "
     } else if parts.denoiser.is_empty() && !parts.text.is_empty() {
         "this holds text encoders and no denoiser. "
-    } else if parts.denoiser.iter().all(|(n, _)| {
-        n.starts_with("encoder.") || n.starts_with("decoder.") || n.contains("quant_conv.")
-    }) {
+    } else if parts.denoiser.iter().all(|(n, _)| n.starts_with("encoder.") || n.starts_with("decoder.") || n.contains("quant_conv.")) {
         "this looks like a VAE on its own (`encoder.…`, `decoder.…`), no denoiser. "
-    } else if parts.denoiser.iter().all(|(n, _)| {
-        n.starts_with("text_model.")
-            || n.starts_with("encoder.block.")
-            || n == &"shared.weight"
-            || n.starts_with("transformer.resblocks.")
-    }) {
+    } else if parts
+        .denoiser
+        .iter()
+        .all(|(n, _)| n.starts_with("text_model.") || n.starts_with("encoder.block.") || n == &"shared.weight" || n.starts_with("transformer.resblocks."))
+    {
         "this looks like a text encoder on its own, no denoiser. "
     } else {
         ""
@@ -891,11 +736,7 @@ fn unrecognised(tensors: &[TensorEntry], parts: &Parts) -> String {
     format!(
         "not a diffusion checkpoint Headroom recognises: {what}The file's first tensors are {}{} ({} in all). Layouts tried: {LAYOUTS_TRIED}.",
         first.join(", "),
-        if tensors.len() > first.len() {
-            ", …"
-        } else {
-            ""
-        },
+        if tensors.len() > first.len() { ", …" } else { "" },
         tensors.len()
     )
 }
@@ -905,11 +746,7 @@ fn unrecognised(tensors: &[TensorEntry], parts: &Parts) -> String {
 // ---------------------------------------------------------------------------------------------
 
 /// The denoiser's format as the catalog names it, and whether the tensors are GGUF-quantized.
-fn storage_format(
-    ds: &Dataset,
-    den: &[&TensorEntry],
-    notes: &mut Vec<String>,
-) -> (Option<String>, bool) {
+fn storage_format(ds: &Dataset, den: &[&TensorEntry], notes: &mut Vec<String>) -> (Option<String>, bool) {
     let ggml = |name: &str| GgmlType::all().find(|g| g.name() == name);
     // Values per type name.
     let mut by_type: BTreeMap<&str, (u64, u64, u32)> = BTreeMap::new();
@@ -919,28 +756,14 @@ fn storage_format(
         e.1 += t.bytes;
         e.2 += 1;
     }
-    let quantized: BTreeMap<&str, u64> = by_type
-        .iter()
-        .filter(|(n, _)| ggml(n).is_some_and(|g| g.is_quantized()))
-        .map(|(n, v)| (*n, v.0))
-        .collect();
+    let quantized: BTreeMap<&str, u64> = by_type.iter().filter(|(n, _)| ggml(n).is_some_and(|g| g.is_quantized())).map(|(n, v)| (*n, v.0)).collect();
     let elements: u64 = by_type.values().map(|v| v.0).sum();
     let bytes: u64 = by_type.values().map(|v| v.1).sum();
-    let bpw = if elements > 0 {
-        bytes as f64 * 8.0 / elements as f64
-    } else {
-        0.0
-    };
+    let bpw = if elements > 0 { bytes as f64 * 8.0 / elements as f64 } else { 0.0 };
 
     if !quantized.is_empty() {
-        let mix: Vec<String> = by_type
-            .iter()
-            .map(|(n, v)| format!("{n} ×{}", v.2))
-            .collect();
-        notes.push(format!(
-            "denoiser: {bpw:.2} bits per weight in this file ({})",
-            mix.join(", ")
-        ));
+        let mix: Vec<String> = by_type.iter().map(|(n, v)| format!("{n} ×{}", v.2)).collect();
+        notes.push(format!("denoiser: {bpw:.2} bits per weight in this file ({})", mix.join(", ")));
         let name = gguf_scheme(&quantized);
         return (Some(catalog_format(ds, &name, bpw, true, notes)), true);
     }
@@ -956,9 +779,7 @@ fn storage_format(
         "I8" => "int8",
         "U8" if den.iter().any(|t| t.name.contains("bitsandbytes__nf4")) => "nf4",
         other => {
-            notes.push(format!(
-                "the denoiser is stored as {other}, which the catalog names no format for"
-            ));
+            notes.push(format!("the denoiser is stored as {other}, which the catalog names no format for"));
             return (None, false);
         }
     };
@@ -999,10 +820,7 @@ fn catalog_format(ds: &Dataset, id: &str, bpw: f64, gguf: bool, notes: &mut Vec<
         .min_by(|a, b| (a.bits - bpw).abs().total_cmp(&(b.bits - bpw).abs()));
     match nearest {
         Some(q) => {
-            notes.push(format!(
-                "the catalog has no format `{id}`: {} ({} bits per weight) is the nearest to this file's {bpw:.2}",
-                q.id, q.bits
-            ));
+            notes.push(format!("the catalog has no format `{id}`: {} ({} bits per weight) is the nearest to this file's {bpw:.2}", q.id, q.bits));
             q.id.clone()
         }
         None => id.to_string(),
@@ -1025,11 +843,7 @@ mod tests {
         }
         let d: D = toml::from_str(include_str!("../../../data/catalog/diffusion.toml")).unwrap();
         let q: Q = toml::from_str(include_str!("../../../data/catalog/quant.toml")).unwrap();
-        Dataset {
-            diffusion: d.diffusion,
-            quant: q.quant,
-            ..Default::default()
-        }
+        Dataset { diffusion: d.diffusion, quant: q.quant, ..Default::default() }
     }
 
     /// Owned tensors, lent out as entries.
@@ -1054,16 +868,9 @@ mod tests {
                         "F32" => e * 4,
                         "F16" | "BF16" => e * 2,
                         "F8_E4M3" => e,
-                        g => GgmlType::all()
-                            .find(|t| t.name() == g)
-                            .map_or(e, |t| e / t.block_size() * t.type_size()),
+                        g => GgmlType::all().find(|t| t.name() == g).map_or(e, |t| e / t.block_size() * t.type_size()),
                     };
-                    TensorEntry {
-                        name: n,
-                        shape: s,
-                        bytes,
-                        dtype: d,
-                    }
+                    TensorEntry { name: n, shape: s, bytes, dtype: d }
                 })
                 .collect()
         }
@@ -1074,17 +881,10 @@ mod tests {
         let (h, mlp) = (3072, 12288);
         let mut t = T::default();
         t.linear("img_in", 64, h, "F32");
-        t.linear("time_in.in_layer", 256, h, "F32")
-            .linear("time_in.out_layer", h, h, "F32");
-        t.linear("vector_in.in_layer", 768, h, "F32")
-            .linear("vector_in.out_layer", h, h, "F32");
+        t.linear("time_in.in_layer", 256, h, "F32").linear("time_in.out_layer", h, h, "F32");
+        t.linear("vector_in.in_layer", 768, h, "F32").linear("vector_in.out_layer", h, h, "F32");
         if guidance {
-            t.linear("guidance_in.in_layer", 256, h, "F32").linear(
-                "guidance_in.out_layer",
-                h,
-                h,
-                "F32",
-            );
+            t.linear("guidance_in.in_layer", 256, h, "F32").linear("guidance_in.out_layer", h, h, "F32");
         }
         t.linear("txt_in", 4096, h, "F32");
         for i in 0..double {
@@ -1095,28 +895,17 @@ mod tests {
                 t.add(format!("{p}_attn.norm.query_norm.scale"), &[128], "F32");
                 t.add(format!("{p}_attn.norm.key_norm.scale"), &[128], "F32");
                 t.linear(&format!("{p}_attn.proj"), h, h, w);
-                t.linear(&format!("{p}_mlp.0"), h, mlp, w)
-                    .linear(&format!("{p}_mlp.2"), mlp, h, w);
+                t.linear(&format!("{p}_mlp.0"), h, mlp, w).linear(&format!("{p}_mlp.2"), mlp, h, w);
             }
         }
         for i in 0..single {
             let p = format!("single_blocks.{i}");
-            t.linear(&format!("{p}.linear1"), h, 3 * h + mlp, w).linear(
-                &format!("{p}.linear2"),
-                h + mlp,
-                h,
-                w,
-            );
+            t.linear(&format!("{p}.linear1"), h, 3 * h + mlp, w).linear(&format!("{p}.linear2"), h + mlp, h, w);
             t.add(format!("{p}.norm.query_norm.scale"), &[128], "F32");
             t.add(format!("{p}.norm.key_norm.scale"), &[128], "F32");
             t.linear(&format!("{p}.modulation.lin"), h, 3 * h, w);
         }
-        t.linear("final_layer.linear", h, 64, "F32").linear(
-            "final_layer.adaLN_modulation.1",
-            h,
-            2 * h,
-            "F32",
-        );
+        t.linear("final_layer.linear", h, 64, "F32").linear("final_layer.adaLN_modulation.1", h, 2 * h, "F32");
         t
     }
 
@@ -1124,8 +913,7 @@ mod tests {
     fn flux_diffusers(guidance: bool) -> T {
         let (h, mlp) = (3072, 12288);
         let mut t = T::default();
-        t.linear("x_embedder", 64, h, "BF16")
-            .linear("context_embedder", 4096, h, "BF16");
+        t.linear("x_embedder", 64, h, "BF16").linear("context_embedder", 4096, h, "BF16");
         t.linear("time_text_embed.timestep_embedder.linear_1", 256, h, "BF16");
         t.linear("time_text_embed.timestep_embedder.linear_2", h, h, "BF16");
         t.linear("time_text_embed.text_embedder.linear_1", 768, h, "BF16");
@@ -1136,26 +924,15 @@ mod tests {
         }
         for i in 0..19 {
             let p = format!("transformer_blocks.{i}");
-            t.linear(&format!("{p}.norm1.linear"), h, 6 * h, "BF16")
-                .linear(&format!("{p}.norm1_context.linear"), h, 6 * h, "BF16");
-            for x in [
-                "to_q",
-                "to_k",
-                "to_v",
-                "add_q_proj",
-                "add_k_proj",
-                "add_v_proj",
-                "to_out.0",
-                "to_add_out",
-            ] {
+            t.linear(&format!("{p}.norm1.linear"), h, 6 * h, "BF16").linear(&format!("{p}.norm1_context.linear"), h, 6 * h, "BF16");
+            for x in ["to_q", "to_k", "to_v", "add_q_proj", "add_k_proj", "add_v_proj", "to_out.0", "to_add_out"] {
                 t.linear(&format!("{p}.attn.{x}"), h, h, "BF16");
             }
             for x in ["norm_q", "norm_k", "norm_added_q", "norm_added_k"] {
                 t.add(format!("{p}.attn.{x}.weight"), &[128], "BF16");
             }
             for f in ["ff", "ff_context"] {
-                t.linear(&format!("{p}.{f}.net.0.proj"), h, mlp, "BF16")
-                    .linear(&format!("{p}.{f}.net.2"), mlp, h, "BF16");
+                t.linear(&format!("{p}.{f}.net.0.proj"), h, mlp, "BF16").linear(&format!("{p}.{f}.net.2"), mlp, h, "BF16");
             }
         }
         for i in 0..38 {
@@ -1164,17 +941,10 @@ mod tests {
             for x in ["to_q", "to_k", "to_v"] {
                 t.linear(&format!("{p}.attn.{x}"), h, h, "BF16");
             }
-            t.add(format!("{p}.attn.norm_q.weight"), &[128], "BF16")
-                .add(format!("{p}.attn.norm_k.weight"), &[128], "BF16");
-            t.linear(&format!("{p}.proj_mlp"), h, mlp, "BF16").linear(
-                &format!("{p}.proj_out"),
-                h + mlp,
-                h,
-                "BF16",
-            );
+            t.add(format!("{p}.attn.norm_q.weight"), &[128], "BF16").add(format!("{p}.attn.norm_k.weight"), &[128], "BF16");
+            t.linear(&format!("{p}.proj_mlp"), h, mlp, "BF16").linear(&format!("{p}.proj_out"), h + mlp, h, "BF16");
         }
-        t.linear("norm_out.linear", h, 2 * h, "BF16")
-            .linear("proj_out", h, 64, "BF16");
+        t.linear("norm_out.linear", h, 2 * h, "BF16").linear("proj_out", h, 64, "BF16");
         t
     }
 
@@ -1192,18 +962,8 @@ mod tests {
     #[test]
     fn flux_dev_and_schnell_by_guidance() {
         let dev = ok(&flux_bfl(19, 38, true, "BF16"));
-        assert_eq!(
-            (
-                dev.model.as_str(),
-                dev.layout.as_str(),
-                dev.format.as_deref()
-            ),
-            ("flux.1-dev", "bfl", Some("bf16"))
-        );
-        assert_eq!(
-            dev.components,
-            vec![("denoiser".to_string(), dev.components[0].1, 11_901_408_320)]
-        );
+        assert_eq!((dev.model.as_str(), dev.layout.as_str(), dev.format.as_deref()), ("flux.1-dev", "bfl", Some("bf16")));
+        assert_eq!(dev.components, vec![("denoiser".to_string(), dev.components[0].1, 11_901_408_320)]);
         assert!(dev.notes.is_empty(), "{:?}", dev.notes);
         let schnell = ok(&flux_bfl(19, 38, false, "BF16"));
         assert_eq!(schnell.model, "flux.1-schnell");
@@ -1217,37 +977,21 @@ mod tests {
         let t = flux_bfl(19, 38, false, "BF16");
         let r = recognize(&ds, &t.entries()).unwrap();
         assert_eq!(r.model, "flux.1-dev");
-        assert!(
-            r.notes
-                .iter()
-                .any(|n| n.contains("`flux.1-schnell`, which the catalog does not have")),
-            "{:?}",
-            r.notes
-        );
+        assert!(r.notes.iter().any(|n| n.contains("`flux.1-schnell`, which the catalog does not have")), "{:?}", r.notes);
         ds.diffusion.retain(|d| d.id != "flux.1-dev");
-        assert!(
-            recognize(&ds, &t.entries())
-                .unwrap_err()
-                .contains("catalog does not have")
-        );
+        assert!(recognize(&ds, &t.entries()).unwrap_err().contains("catalog does not have"));
     }
 
     #[test]
     fn flux_with_18_double_blocks_is_not_flux1() {
         let e = err(&flux_bfl(18, 38, true, "BF16"));
-        assert!(
-            e.contains("18 double-stream") && e.contains("FLUX.1 has 19 and 38"),
-            "{e}"
-        );
+        assert!(e.contains("18 double-stream") && e.contains("FLUX.1 has 19 and 38"), "{e}");
     }
 
     #[test]
     fn flux_diffusers_layout_and_single_file_prefix() {
         let r = ok(&flux_diffusers(true));
-        assert_eq!(
-            (r.model.as_str(), r.layout.as_str()),
-            ("flux.1-dev", "diffusers")
-        );
+        assert_eq!((r.model.as_str(), r.layout.as_str()), ("flux.1-dev", "diffusers"));
         assert_eq!(r.components[0].2, 11_901_408_320);
         assert_eq!(ok(&flux_diffusers(false)).model, "flux.1-schnell");
         // A ComfyUI "checkpoint": the transformer under model.diffusion_model., CLIP-L, T5, VAE.
@@ -1255,40 +999,21 @@ mod tests {
         for e in &mut t.0 {
             e.0 = format!("model.diffusion_model.{}", e.0);
         }
-        t.add(
-            "text_encoders.clip_l.transformer.text_model.embeddings.token_embedding.weight",
-            &[49408, 768],
-            "F16",
-        );
-        t.add(
-            "text_encoders.t5xxl.transformer.shared.weight",
-            &[32128, 4096],
-            "F16",
-        );
+        t.add("text_encoders.clip_l.transformer.text_model.embeddings.token_embedding.weight", &[49408, 768], "F16");
+        t.add("text_encoders.t5xxl.transformer.shared.weight", &[32128, 4096], "F16");
         t.add("vae.decoder.conv_in.weight", &[512, 16, 3, 3], "F16");
         let r = ok(&t);
-        assert_eq!(
-            (r.model.as_str(), r.format.as_deref()),
-            ("flux.1-dev", Some("fp8"))
-        );
+        assert_eq!((r.model.as_str(), r.format.as_deref()), ("flux.1-dev", Some("fp8")));
         let roles: Vec<&str> = r.components.iter().map(|c| c.0.as_str()).collect();
         assert_eq!(roles, ["denoiser", "text-encoder", "text-encoder-2", "vae"]);
         // Those stand-ins are far from the catalog's encoders and VAE: noted, not refused.
-        assert!(
-            r.notes.iter().any(|n| n.starts_with("vae:")),
-            "{:?}",
-            r.notes
-        );
+        assert!(r.notes.iter().any(|n| n.starts_with("vae:")), "{:?}", r.notes);
     }
 
     #[test]
     fn flux2_and_chroma_are_named() {
         let mut t = flux_bfl(19, 38, true, "BF16");
-        t.add(
-            "double_stream_modulation_img.lin.weight",
-            &[18432, 3072],
-            "BF16",
-        );
+        t.add("double_stream_modulation_img.lin.weight", &[18432, 3072], "BF16");
         assert!(err(&t).contains("FLUX.2"));
         let mut t = flux_bfl(19, 38, false, "BF16");
         t.add("distilled_guidance_layer.in_proj.bias", &[5120], "BF16");
@@ -1298,40 +1023,20 @@ mod tests {
     #[test]
     fn gguf_type_mixes_map_to_catalog_schemes() {
         let r = ok(&flux_bfl(19, 38, true, "Q4_K"));
-        assert_eq!(
-            (r.format.as_deref(), r.layout.as_str()),
-            (Some("Q4_K_S"), "comfyui-gguf")
-        );
-        assert!(
-            r.notes.iter().any(|n| n.contains("bits per weight")),
-            "{:?}",
-            r.notes
-        );
+        assert_eq!((r.format.as_deref(), r.layout.as_str()), (Some("Q4_K_S"), "comfyui-gguf"));
+        assert!(r.notes.iter().any(|n| n.contains("bits per weight")), "{:?}", r.notes);
         let mut t = flux_bfl(19, 38, true, "Q4_K");
         for e in t.0.iter_mut().filter(|e| e.0.ends_with("_mlp.2.weight")) {
             e.2 = "Q6_K".into();
         }
         assert_eq!(ok(&t).format.as_deref(), Some("Q4_K_M"));
-        assert_eq!(
-            ok(&flux_bfl(19, 38, true, "Q5_K")).format.as_deref(),
-            Some("Q5_K_S")
-        );
-        assert_eq!(
-            ok(&flux_bfl(19, 38, true, "Q8_0")).format.as_deref(),
-            Some("Q8_0")
-        );
-        assert_eq!(
-            ok(&flux_bfl(19, 38, true, "Q3_K")).format.as_deref(),
-            Some("Q3_K_S")
-        );
+        assert_eq!(ok(&flux_bfl(19, 38, true, "Q5_K")).format.as_deref(), Some("Q5_K_S"));
+        assert_eq!(ok(&flux_bfl(19, 38, true, "Q8_0")).format.as_deref(), Some("Q8_0"));
+        assert_eq!(ok(&flux_bfl(19, 38, true, "Q3_K")).format.as_deref(), Some("Q3_K_S"));
         // A type the catalog has no entry for: the nearest by bits per weight, noted.
         let r = ok(&flux_bfl(19, 38, true, "Q8_K"));
         assert_eq!(r.format.as_deref(), Some("Q8_0"));
-        assert!(
-            r.notes.iter().any(|n| n.contains("no format `Q8_K`")),
-            "{:?}",
-            r.notes
-        );
+        assert!(r.notes.iter().any(|n| n.contains("no format `Q8_K`")), "{:?}", r.notes);
     }
 
     #[test]
@@ -1342,33 +1047,18 @@ mod tests {
             t.add(format!("blk.{i}.attn_q.weight"), &[2048, 2048], "Q4_K");
         }
         let e = err(&t);
-        assert!(
-            e.contains("language model")
-                && e.contains("`token_embd.weight`")
-                && e.contains("Layouts tried"),
-            "{e}"
-        );
+        assert!(e.contains("language model") && e.contains("`token_embd.weight`") && e.contains("Layouts tried"), "{e}");
         let mut t = T::default();
         t.add("model.layers.0.self_attn.q_proj.weight", &[64, 64], "BF16");
         assert!(err(&t).contains("transformers language model"));
         let mut t = T::default();
-        t.add("encoder.conv_in.weight", &[128, 3, 3, 3], "F32").add(
-            "decoder.conv_out.weight",
-            &[3, 128, 3, 3],
-            "F32",
-        );
+        t.add("encoder.conv_in.weight", &[128, 3, 3, 3], "F32").add("decoder.conv_out.weight", &[3, 128, 3, 3], "F32");
         assert!(err(&t).contains("VAE on its own"));
         let mut t = T::default();
         t.add("something.weight", &[4, 4], "F32");
         let e = err(&t);
-        assert!(
-            e.contains("`something.weight`") && e.contains("FLUX.1") && e.contains("Wan"),
-            "{e}"
-        );
-        assert_eq!(
-            recognize(&dataset(), &[]).unwrap_err(),
-            "the file has no tensors"
-        );
+        assert!(e.contains("`something.weight`") && e.contains("FLUX.1") && e.contains("Wan"), "{e}");
+        assert_eq!(recognize(&dataset(), &[]).unwrap_err(), "the file has no tensors");
     }
 
     /// The keys the UNet rules read, with their real shapes; the rest is left out (so the
@@ -1377,54 +1067,21 @@ mod tests {
         let ctx = if sdxl { 2048 } else { 768 };
         let p = "model.diffusion_model.";
         let mut t = T::default();
-        t.add(
-            format!("{p}input_blocks.0.0.weight"),
-            &[320, 4, 3, 3],
-            "F16",
-        )
-        .add(format!("{p}input_blocks.0.0.bias"), &[320], "F16");
+        t.add(format!("{p}input_blocks.0.0.weight"), &[320, 4, 3, 3], "F16").add(format!("{p}input_blocks.0.0.bias"), &[320], "F16");
         // SDXL has no attention at the first level: its first cross-attention is input block 4.
         let (b, w) = if sdxl { (4, 640) } else { (1, 320) };
-        t.add(
-            format!("{p}input_blocks.{b}.1.transformer_blocks.0.attn2.to_k.weight"),
-            &[w, ctx],
-            "F16",
-        );
-        t.add(
-            format!("{p}input_blocks.{b}.1.transformer_blocks.0.attn2.to_out.0.bias"),
-            &[w],
-            "F16",
-        );
-        t.add(
-            format!("{p}middle_block.0.in_layers.0.weight"),
-            &[1280],
-            "F16",
-        );
+        t.add(format!("{p}input_blocks.{b}.1.transformer_blocks.0.attn2.to_k.weight"), &[w, ctx], "F16");
+        t.add(format!("{p}input_blocks.{b}.1.transformer_blocks.0.attn2.to_out.0.bias"), &[w], "F16");
+        t.add(format!("{p}middle_block.0.in_layers.0.weight"), &[1280], "F16");
         t.add(format!("{p}out.2.weight"), &[4, 320, 3, 3], "F16");
         if sdxl {
             t.add(format!("{p}label_emb.0.0.weight"), &[1280, 2816], "F16");
-            t.add(
-                "conditioner.embedders.0.transformer.text_model.embeddings.token_embedding.weight",
-                &[49408, 768],
-                "F16",
-            );
-            t.add(
-                "conditioner.embedders.1.model.token_embedding.weight",
-                &[49408, 1280],
-                "F16",
-            );
+            t.add("conditioner.embedders.0.transformer.text_model.embeddings.token_embedding.weight", &[49408, 768], "F16");
+            t.add("conditioner.embedders.1.model.token_embedding.weight", &[49408, 1280], "F16");
         } else {
-            t.add(
-                "cond_stage_model.transformer.text_model.embeddings.token_embedding.weight",
-                &[49408, 768],
-                "F16",
-            );
+            t.add("cond_stage_model.transformer.text_model.embeddings.token_embedding.weight", &[49408, 768], "F16");
         }
-        t.add(
-            "first_stage_model.decoder.conv_in.weight",
-            &[512, 4, 3, 3],
-            "F16",
-        );
+        t.add("first_stage_model.decoder.conv_in.weight", &[512, 4, 3, 3], "F16");
         t.add("alphas_cumprod", &[1000], "F32");
         t
     }
@@ -1432,31 +1089,13 @@ mod tests {
     #[test]
     fn ldm_single_files() {
         let r = ok(&unet_ldm(true));
-        assert_eq!(
-            (r.model.as_str(), r.layout.as_str(), r.format.as_deref()),
-            ("sdxl", "ldm single file", Some("fp16"))
-        );
+        assert_eq!((r.model.as_str(), r.layout.as_str(), r.format.as_deref()), ("sdxl", "ldm single file", Some("fp16")));
         let roles: Vec<&str> = r.components.iter().map(|c| c.0.as_str()).collect();
-        assert_eq!(
-            roles,
-            ["denoiser", "text-encoder", "text-encoder-2", "vae", "other"]
-        );
-        assert!(
-            r.notes
-                .iter()
-                .any(|n| n.starts_with("denoiser:") && n.contains("pruned")),
-            "{:?}",
-            r.notes
-        );
+        assert_eq!(roles, ["denoiser", "text-encoder", "text-encoder-2", "vae", "other"]);
+        assert!(r.notes.iter().any(|n| n.starts_with("denoiser:") && n.contains("pruned")), "{:?}", r.notes);
         let r = ok(&unet_ldm(false));
         assert_eq!(r.model, "sd-1.5");
-        assert_eq!(
-            r.components
-                .iter()
-                .map(|c| c.0.as_str())
-                .collect::<Vec<_>>(),
-            ["denoiser", "text-encoder", "vae", "other"]
-        );
+        assert_eq!(r.components.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), ["denoiser", "text-encoder", "vae", "other"]);
         // SD 2.x: cross-attention to 1024.
         let mut t = unet_ldm(false);
         t.0[2].1 = vec![320, 1024];
@@ -1466,28 +1105,11 @@ mod tests {
     #[test]
     fn diffusers_unets() {
         let mut t = T::default();
-        t.add("conv_in.weight", &[320, 4, 3, 3], "F16")
-            .add("conv_in.bias", &[320], "F16");
-        t.add(
-            "down_blocks.0.resnets.0.conv1.weight",
-            &[320, 320, 3, 3],
-            "F16",
-        );
-        t.add(
-            "down_blocks.1.attentions.0.transformer_blocks.0.attn2.to_k.weight",
-            &[640, 2048],
-            "F16",
-        );
-        t.add(
-            "down_blocks.1.attentions.0.transformer_blocks.0.attn2.to_out.0.bias",
-            &[640],
-            "F16",
-        );
-        t.add(
-            "mid_block.resnets.0.conv1.weight",
-            &[1280, 1280, 3, 3],
-            "F16",
-        );
+        t.add("conv_in.weight", &[320, 4, 3, 3], "F16").add("conv_in.bias", &[320], "F16");
+        t.add("down_blocks.0.resnets.0.conv1.weight", &[320, 320, 3, 3], "F16");
+        t.add("down_blocks.1.attentions.0.transformer_blocks.0.attn2.to_k.weight", &[640, 2048], "F16");
+        t.add("down_blocks.1.attentions.0.transformer_blocks.0.attn2.to_out.0.bias", &[640], "F16");
+        t.add("mid_block.resnets.0.conv1.weight", &[1280, 1280, 3, 3], "F16");
         t.add("add_embedding.linear_1.weight", &[1280, 2816], "F16");
         let r = ok(&t);
         assert_eq!((r.model.as_str(), r.layout.as_str()), ("sdxl", "diffusers"));
@@ -1499,59 +1121,34 @@ mod tests {
     fn sd35_by_depth_width_and_mmdit_x() {
         let mmdit = |depth: u32, hidden: u64, x: bool| {
             let mut t = T::default();
-            t.add("x_embedder.proj.weight", &[hidden, 16, 2, 2], "F16")
-                .add("x_embedder.proj.bias", &[hidden], "F16");
+            t.add("x_embedder.proj.weight", &[hidden, 16, 2, 2], "F16").add("x_embedder.proj.bias", &[hidden], "F16");
             for i in 0..depth {
-                t.add(
-                    format!("joint_blocks.{i}.context_block.attn.qkv.weight"),
-                    &[3 * hidden, hidden],
-                    "F16",
-                );
+                t.add(format!("joint_blocks.{i}.context_block.attn.qkv.weight"), &[3 * hidden, hidden], "F16");
                 if x && i < 13 {
-                    t.add(
-                        format!("joint_blocks.{i}.x_block.attn2.qkv.weight"),
-                        &[3 * hidden, hidden],
-                        "F16",
-                    );
+                    t.add(format!("joint_blocks.{i}.x_block.attn2.qkv.weight"), &[3 * hidden, hidden], "F16");
                 }
             }
             t
         };
         let r = ok(&mmdit(38, 2432, false));
-        assert_eq!(
-            (r.model.as_str(), r.layout.as_str()),
-            ("sd-3.5-large", "mmdit")
-        );
+        assert_eq!((r.model.as_str(), r.layout.as_str()), ("sd-3.5-large", "mmdit"));
         assert_eq!(ok(&mmdit(24, 1536, true)).model, "sd-3.5-medium");
         assert!(err(&mmdit(24, 1536, false)).contains("Stable Diffusion 3 Medium"));
         // diffusers: transformer_blocks with add_q_proj, pos_embed.proj.
         let mut t = T::default();
-        t.add("pos_embed.proj.weight", &[2432, 16, 2, 2], "BF16")
-            .add("pos_embed.proj.bias", &[2432], "BF16");
+        t.add("pos_embed.proj.weight", &[2432, 16, 2, 2], "BF16").add("pos_embed.proj.bias", &[2432], "BF16");
         for i in 0..38 {
-            t.add(
-                format!("transformer_blocks.{i}.attn.add_q_proj.weight"),
-                &[2432, 2432],
-                "BF16",
-            );
+            t.add(format!("transformer_blocks.{i}.attn.add_q_proj.weight"), &[2432, 2432], "BF16");
         }
         let r = ok(&t);
-        assert_eq!(
-            (r.model.as_str(), r.layout.as_str()),
-            ("sd-3.5-large", "diffusers")
-        );
+        assert_eq!((r.model.as_str(), r.layout.as_str()), ("sd-3.5-large", "diffusers"));
     }
 
     fn wan(dim: u64, layers: u32, in_dim: u64) -> T {
         let mut t = T::default();
-        t.add("patch_embedding.weight", &[dim, in_dim, 1, 2, 2], "F32")
-            .add("patch_embedding.bias", &[dim], "F32");
+        t.add("patch_embedding.weight", &[dim, in_dim, 1, 2, 2], "F32").add("patch_embedding.bias", &[dim], "F32");
         for i in 0..layers {
-            t.add(
-                format!("blocks.{i}.self_attn.q.weight"),
-                &[dim, dim],
-                "Q8_0",
-            );
+            t.add(format!("blocks.{i}.self_attn.q.weight"), &[dim, dim], "Q8_0");
             t.add(format!("blocks.{i}.modulation"), &[1, 6, dim], "F32");
         }
         t.add("head.modulation", &[1, 2, dim], "F32");
@@ -1561,10 +1158,7 @@ mod tests {
     #[test]
     fn wan_sizes() {
         let r = ok(&wan(1536, 30, 16));
-        assert_eq!(
-            (r.model.as_str(), r.format.as_deref()),
-            ("wan2.1-t2v-1.3b", Some("Q8_0"))
-        );
+        assert_eq!((r.model.as_str(), r.format.as_deref()), ("wan2.1-t2v-1.3b", Some("Q8_0")));
         let r = ok(&wan(5120, 40, 16));
         assert_eq!(r.model, "wan2.1-t2v-14b");
         assert!(r.notes.iter().any(|n| n.contains("wan2.2-t2v-a14b")));
@@ -1576,36 +1170,16 @@ mod tests {
     #[test]
     fn hunyuanvideo_is_told_from_flux() {
         let mut t = T::default();
-        t.add("img_in.proj.weight", &[3072, 16, 1, 2, 2], "BF16")
-            .add("img_in.proj.bias", &[3072], "BF16");
-        t.add(
-            "txt_in.individual_token_refiner.blocks.0.norm1.weight",
-            &[3072],
-            "BF16",
-        );
+        t.add("img_in.proj.weight", &[3072, 16, 1, 2, 2], "BF16").add("img_in.proj.bias", &[3072], "BF16");
+        t.add("txt_in.individual_token_refiner.blocks.0.norm1.weight", &[3072], "BF16");
         for i in 0..20 {
-            t.add(
-                format!("double_blocks.{i}.img_attn_qkv.weight"),
-                &[9216, 3072],
-                "BF16",
-            );
-            t.add(
-                format!("double_blocks.{i}.img_attn.norm.key_norm.scale"),
-                &[128],
-                "BF16",
-            );
+            t.add(format!("double_blocks.{i}.img_attn_qkv.weight"), &[9216, 3072], "BF16");
+            t.add(format!("double_blocks.{i}.img_attn.norm.key_norm.scale"), &[128], "BF16");
         }
         for i in 0..40 {
-            t.add(
-                format!("single_blocks.{i}.linear1.weight"),
-                &[21504, 3072],
-                "BF16",
-            );
+            t.add(format!("single_blocks.{i}.linear1.weight"), &[21504, 3072], "BF16");
         }
         let r = ok(&t);
-        assert_eq!(
-            (r.model.as_str(), r.layout.as_str()),
-            ("hunyuanvideo", "hunyuanvideo")
-        );
+        assert_eq!((r.model.as_str(), r.layout.as_str()), ("hunyuanvideo", "hunyuanvideo"));
     }
 }

@@ -229,10 +229,7 @@ impl Value {
         match *self {
             Value::F32(v) => Some(f32_to_f64(v)),
             Value::F64(v) => Some(v),
-            _ => self
-                .as_i64()
-                .map(|v| v as f64)
-                .or_else(|| self.as_u64().map(|v| v as f64)),
+            _ => self.as_i64().map(|v| v as f64).or_else(|| self.as_u64().map(|v| v as f64)),
         }
     }
 
@@ -295,9 +292,7 @@ pub(crate) fn f32_to_f64(v: f32) -> f64 {
 }
 
 fn float_json(v: f64) -> serde_json::Value {
-    serde_json::Number::from_f64(v)
-        .map(serde_json::Value::Number)
-        .unwrap_or(serde_json::Value::Null)
+    serde_json::Number::from_f64(v).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null)
 }
 
 /// A ggml tensor type: how a tensor's values are stored, in blocks of `block_size` values taking
@@ -399,10 +394,7 @@ impl GgmlType {
 
     fn row(self) -> &'static (GgmlType, u32, &'static str, u64, u64) {
         // The table lists every variant once; the match in `from_id` and this lookup agree.
-        GGML_TYPES
-            .iter()
-            .find(|t| t.0 == self)
-            .unwrap_or(&GGML_TYPES[0])
+        GGML_TYPES.iter().find(|t| t.0 == self).unwrap_or(&GGML_TYPES[0])
     }
 
     /// The type with this id, or an error naming the id (and its old name if ggml removed it).
@@ -462,19 +454,11 @@ impl GgmlType {
         let row = dims.first().copied().unwrap_or(1);
         let block = self.block_size();
         if row % block != 0 {
-            return Err(format!(
-                "row length {row} is not a multiple of {}'s block size {block}",
-                self.name()
-            ));
+            return Err(format!("row length {row} is not a multiple of {}'s block size {block}", self.name()));
         }
         let rows = dims.iter().skip(1).try_fold(1u64, |a, &d| a.checked_mul(d));
         rows.and_then(|r| (row / block).checked_mul(self.type_size())?.checked_mul(r))
-            .ok_or_else(|| {
-                format!(
-                    "size of a {} tensor of dimensions {dims:?} overflows 64 bits",
-                    self.name()
-                )
-            })
+            .ok_or_else(|| format!("size of a {} tensor of dimensions {dims:?} overflows 64 bits", self.name()))
     }
 }
 
@@ -583,12 +567,7 @@ impl Gguf {
     pub fn by_type(&self) -> Vec<TypeSummary> {
         let mut m: BTreeMap<u32, TypeSummary> = BTreeMap::new();
         for t in &self.tensors {
-            let s = m.entry(t.ggml_type.id()).or_insert(TypeSummary {
-                ggml_type: t.ggml_type,
-                tensors: 0,
-                elements: 0,
-                bytes: 0,
-            });
+            let s = m.entry(t.ggml_type.id()).or_insert(TypeSummary { ggml_type: t.ggml_type, tensors: 0, elements: 0, bytes: 0 });
             s.tensors += 1;
             s.elements += t.elements;
             s.bytes += t.bytes;
@@ -622,12 +601,7 @@ impl<'a> Reader<'a> {
     }
 
     fn end_of(&self, n: u64) -> Result<u64, ParseError> {
-        let end = self.pos.checked_add(n).ok_or_else(|| {
-            invalid(format!(
-                "a length of {n} bytes at byte {} runs past 2^64",
-                self.pos
-            ))
-        })?;
+        let end = self.pos.checked_add(n).ok_or_else(|| invalid(format!("a length of {n} bytes at byte {} runs past 2^64", self.pos)))?;
         if end > self.buf.len() as u64 {
             return Err(ParseError::NeedBytes(end));
         }
@@ -658,10 +632,7 @@ impl<'a> Reader<'a> {
         let at = self.pos;
         let len = self.u64()?;
         if len > max {
-            return Err(invalid(format!(
-                "{} at byte {at} claims {len} bytes (the limit is {max})",
-                what()
-            )));
+            return Err(invalid(format!("{} at byte {at} claims {len} bytes (the limit is {max})", what())));
         }
         Ok(len)
     }
@@ -680,17 +651,10 @@ impl<'a> Reader<'a> {
 /// beyond it (doubling what it has, say). If the file itself is shorter than `n`, it is truncated:
 /// [`ParseError::at_file_len`] turns the answer into that message.
 pub fn parse_gguf(prefix: &[u8]) -> Result<Gguf, ParseError> {
-    let mut r = Reader {
-        buf: prefix,
-        pos: 0,
-    };
+    let mut r = Reader { buf: prefix, pos: 0 };
     let magic = r.array::<4>().map_err(|e| {
         // A prefix too short to hold the magic is only worth completing if it could start one.
-        if MAGIC.starts_with(prefix) {
-            e
-        } else {
-            not_gguf(prefix)
-        }
+        if MAGIC.starts_with(prefix) { e } else { not_gguf(prefix) }
     })?;
     if magic != MAGIC {
         return Err(not_gguf(&magic));
@@ -699,28 +663,20 @@ pub fn parse_gguf(prefix: &[u8]) -> Result<Gguf, ParseError> {
     match version {
         2 | 3 => {}
         1 => {
-            return Err(invalid(
-                "unsupported GGUF version 1 (GGUFv1 is no longer read by llama.cpp; re-convert the model)",
-            ));
+            return Err(invalid("unsupported GGUF version 1 (GGUFv1 is no longer read by llama.cpp; re-convert the model)"));
         }
         v if v != 0 && v & 0xFFFF == 0 => {
-            return Err(invalid(format!(
-                "unsupported GGUF version field 0x{v:08x}: this looks like a big-endian GGUF file, which is not read"
-            )));
+            return Err(invalid(format!("unsupported GGUF version field 0x{v:08x}: this looks like a big-endian GGUF file, which is not read")));
         }
         v => {
-            return Err(invalid(format!(
-                "unsupported GGUF version {v} (versions 2 and 3 are read)"
-            )));
+            return Err(invalid(format!("unsupported GGUF version {v} (versions 2 and 3 are read)")));
         }
     }
     let tensor_count = r.u64()?;
     let kv_count = r.u64()?;
     for (count, what) in [(tensor_count, "tensor"), (kv_count, "metadata")] {
         if count > MAX_COUNT {
-            return Err(invalid(format!(
-                "GGUF header claims {count} {what} entries (the limit is {MAX_COUNT})"
-            )));
+            return Err(invalid(format!("GGUF header claims {count} {what} entries (the limit is {MAX_COUNT})")));
         }
     }
 
@@ -733,11 +689,7 @@ pub fn parse_gguf(prefix: &[u8]) -> Result<Gguf, ParseError> {
         }
         let at = r.pos;
         let type_id = r.u32()?;
-        let ty = ValueType::from_id(type_id).ok_or_else(|| {
-            invalid(format!(
-                "metadata key '{key}' has unknown value type {type_id} (at byte {at})"
-            ))
-        })?;
+        let ty = ValueType::from_id(type_id).ok_or_else(|| invalid(format!("metadata key '{key}' has unknown value type {type_id} (at byte {at})")))?;
         let value = read_value(&mut r, ty, 0, &key)?;
         if !keys.insert(key.clone()) {
             return Err(invalid(format!("metadata key '{key}' appears twice")));
@@ -749,11 +701,7 @@ pub fn parse_gguf(prefix: &[u8]) -> Result<Gguf, ParseError> {
         None => DEFAULT_ALIGNMENT,
         Some((_, Value::U32(a))) if a.is_power_of_two() => u64::from(*a),
         Some((_, v)) => {
-            return Err(invalid(format!(
-                "general.alignment must be a UINT32 power of two, found {} {}",
-                v.value_type().name(),
-                v.to_json()
-            )));
+            return Err(invalid(format!("general.alignment must be a UINT32 power of two, found {} {}", v.value_type().name(), v.to_json())));
         }
     };
 
@@ -763,52 +711,32 @@ pub fn parse_gguf(prefix: &[u8]) -> Result<Gguf, ParseError> {
         let name = r.string(MAX_NAME_LEN, &|| format!("the name of tensor {i}"))?;
         let n_dims = r.u32()?;
         if n_dims > MAX_DIMS {
-            return Err(invalid(format!(
-                "tensor '{name}' has {n_dims} dimensions (at most {MAX_DIMS} are read)"
-            )));
+            return Err(invalid(format!("tensor '{name}' has {n_dims} dimensions (at most {MAX_DIMS} are read)")));
         }
         let mut dims = Vec::with_capacity(n_dims as usize);
         for _ in 0..n_dims {
             let d = r.u64()?;
             if d > i64::MAX as u64 {
-                return Err(invalid(format!(
-                    "tensor '{name}' has a negative dimension ({})",
-                    d as i64
-                )));
+                return Err(invalid(format!("tensor '{name}' has a negative dimension ({})", d as i64)));
             }
             dims.push(d);
         }
         let type_id = r.u32()?;
-        let ggml_type =
-            GgmlType::from_id(type_id).map_err(|e| invalid(format!("tensor '{name}': {e}")))?;
+        let ggml_type = GgmlType::from_id(type_id).map_err(|e| invalid(format!("tensor '{name}': {e}")))?;
         let offset = r.u64()?;
         let elements = dims
             .iter()
             .try_fold(1u64, |a, &d| a.checked_mul(d))
-            .ok_or_else(|| {
-                invalid(format!(
-                    "tensor '{name}' of dimensions {dims:?} has more than 2^64 values"
-                ))
-            })?;
-        let bytes = ggml_type
-            .bytes_for(&dims)
-            .map_err(|e| invalid(format!("tensor '{name}': {e}")))?;
+            .ok_or_else(|| invalid(format!("tensor '{name}' of dimensions {dims:?} has more than 2^64 values")))?;
+        let bytes = ggml_type.bytes_for(&dims).map_err(|e| invalid(format!("tensor '{name}': {e}")))?;
         if !names.insert(name.clone()) {
             return Err(invalid(format!("tensor name '{name}' appears twice")));
         }
-        tensors.push(TensorInfo {
-            name,
-            dims,
-            ggml_type,
-            offset,
-            elements,
-            bytes,
-        });
+        tensors.push(TensorInfo { name, dims, ggml_type, offset, elements, bytes });
     }
 
     let header_end = r.pos;
-    let data_offset = align_up(header_end, alignment)
-        .ok_or_else(|| invalid("the header's end, aligned, overflows 64 bits"))?;
+    let data_offset = align_up(header_end, alignment).ok_or_else(|| invalid("the header's end, aligned, overflows 64 bits"))?;
     // ggml requires the tensors in order, each starting where the previous one (padded) ends.
     let mut data_size = 0u64;
     for t in &tensors {
@@ -820,25 +748,11 @@ pub fn parse_gguf(prefix: &[u8]) -> Result<Gguf, ParseError> {
         }
         data_size = align_up(t.bytes, alignment)
             .and_then(|b| data_size.checked_add(b))
-            .ok_or_else(|| {
-                invalid(format!(
-                    "the data section overflows 64 bits at tensor '{}'",
-                    t.name
-                ))
-            })?;
+            .ok_or_else(|| invalid(format!("the data section overflows 64 bits at tensor '{}'", t.name)))?;
     }
-    data_offset
-        .checked_add(data_size)
-        .ok_or_else(|| invalid("the file length (header and data) overflows 64 bits"))?;
+    data_offset.checked_add(data_size).ok_or_else(|| invalid("the file length (header and data) overflows 64 bits"))?;
 
-    Ok(Gguf {
-        version,
-        metadata,
-        tensors,
-        alignment,
-        data_offset,
-        data_size,
-    })
+    Ok(Gguf { version, metadata, tensors, alignment, data_offset, data_size })
 }
 
 fn align_up(x: u64, alignment: u64) -> Option<u64> {
@@ -846,14 +760,8 @@ fn align_up(x: u64, alignment: u64) -> Option<u64> {
 }
 
 fn not_gguf(start: &[u8]) -> ParseError {
-    let shown: String = start
-        .iter()
-        .flat_map(|b| std::ascii::escape_default(*b))
-        .map(char::from)
-        .collect();
-    invalid(format!(
-        "not a GGUF file (magic \"{shown}\", expected \"GGUF\")"
-    ))
+    let shown: String = start.iter().flat_map(|b| std::ascii::escape_default(*b)).map(char::from).collect();
+    invalid(format!("not a GGUF file (magic \"{shown}\", expected \"GGUF\")"))
 }
 
 /// Reads one value of type `ty`; `depth` counts enclosing arrays.
@@ -867,43 +775,28 @@ fn read_value(r: &mut Reader, ty: ValueType, depth: u32, key: &str) -> Result<Va
         ValueType::I32 => Value::I32(i32::from_le_bytes(r.array()?)),
         ValueType::F32 => Value::F32(f32::from_le_bytes(r.array()?)),
         ValueType::Bool => Value::Bool(r.u8()? != 0),
-        ValueType::String => {
-            Value::String(r.string(MAX_STRING_LEN, &|| format!("the value of '{key}'"))?)
-        }
+        ValueType::String => Value::String(r.string(MAX_STRING_LEN, &|| format!("the value of '{key}'"))?),
         ValueType::U64 => Value::U64(r.u64()?),
         ValueType::I64 => Value::I64(i64::from_le_bytes(r.array()?)),
         ValueType::F64 => Value::F64(f64::from_le_bytes(r.array()?)),
         ValueType::Array => {
             if depth >= MAX_ARRAY_DEPTH {
-                return Err(invalid(format!(
-                    "metadata '{key}' nests arrays deeper than {MAX_ARRAY_DEPTH}"
-                )));
+                return Err(invalid(format!("metadata '{key}' nests arrays deeper than {MAX_ARRAY_DEPTH}")));
             }
             let at = r.pos;
             let elem_id = r.u32()?;
-            let elem_type = ValueType::from_id(elem_id).ok_or_else(|| {
-                invalid(format!(
-                    "metadata '{key}' is an array of unknown value type {elem_id} (at byte {at})"
-                ))
-            })?;
+            let elem_type =
+                ValueType::from_id(elem_id).ok_or_else(|| invalid(format!("metadata '{key}' is an array of unknown value type {elem_id} (at byte {at})")))?;
             let len = r.u64()?;
             if len <= KEEP_ARRAY_MAX {
                 let mut items = Vec::with_capacity(len as usize);
                 for _ in 0..len {
                     items.push(read_value(r, elem_type, depth + 1, key)?);
                 }
-                Value::Array(Array {
-                    elem_type,
-                    len,
-                    items: Some(items),
-                })
+                Value::Array(Array { elem_type, len, items: Some(items) })
             } else {
                 skip_values(r, elem_type, len, depth + 1, key)?;
-                Value::Array(Array {
-                    elem_type,
-                    len,
-                    items: None,
-                })
+                Value::Array(Array { elem_type, len, items: None })
             }
         }
     })
@@ -912,19 +805,9 @@ fn read_value(r: &mut Reader, ty: ValueType, depth: u32, key: &str) -> Result<Va
 /// Steps over `len` values of type `ty` without storing them. Every value takes at least one
 /// byte, so a hostile `len` runs into the end of the prefix (`NeedBytes`) after at most as many
 /// steps as the prefix has bytes.
-fn skip_values(
-    r: &mut Reader,
-    ty: ValueType,
-    len: u64,
-    depth: u32,
-    key: &str,
-) -> Result<(), ParseError> {
+fn skip_values(r: &mut Reader, ty: ValueType, len: u64, depth: u32, key: &str) -> Result<(), ParseError> {
     if let Some(size) = ty.fixed_size() {
-        let n = len.checked_mul(size).ok_or_else(|| {
-            invalid(format!(
-                "metadata '{key}' claims an array of {len} values, more than 2^64 bytes"
-            ))
-        })?;
+        let n = len.checked_mul(size).ok_or_else(|| invalid(format!("metadata '{key}' claims an array of {len} values, more than 2^64 bytes")))?;
         return r.skip(n);
     }
     for _ in 0..len {
@@ -935,15 +818,12 @@ fn skip_values(
             }
             _ => {
                 if depth >= MAX_ARRAY_DEPTH {
-                    return Err(invalid(format!(
-                        "metadata '{key}' nests arrays deeper than {MAX_ARRAY_DEPTH}"
-                    )));
+                    return Err(invalid(format!("metadata '{key}' nests arrays deeper than {MAX_ARRAY_DEPTH}")));
                 }
                 let at = r.pos;
                 let elem_id = r.u32()?;
-                let elem = ValueType::from_id(elem_id).ok_or_else(|| {
-                    invalid(format!("metadata '{key}' is an array of unknown value type {elem_id} (at byte {at})"))
-                })?;
+                let elem = ValueType::from_id(elem_id)
+                    .ok_or_else(|| invalid(format!("metadata '{key}' is an array of unknown value type {elem_id} (at byte {at})")))?;
                 let n = r.u64()?;
                 skip_values(r, elem, n, depth + 1, key)?;
             }
@@ -966,10 +846,7 @@ mod tests {
             match parse_gguf(&file[..n as usize]) {
                 Ok(_) => return n as usize,
                 Err(ParseError::NeedBytes(m)) => {
-                    assert!(
-                        m > n,
-                        "NeedBytes({m}) for a prefix of {n} bytes asks for no more"
-                    );
+                    assert!(m > n, "NeedBytes({m}) for a prefix of {n} bytes asks for no more");
                     n = m;
                 }
                 Err(e) => panic!("{e}"),
@@ -980,18 +857,9 @@ mod tests {
     #[test]
     fn type_table_matches_ggml() {
         // Spot checks against ggml's type_traits / block structs.
-        assert_eq!(
-            (GgmlType::Q4_K.block_size(), GgmlType::Q4_K.type_size()),
-            (256, 144)
-        );
-        assert_eq!(
-            (GgmlType::Q8_0.block_size(), GgmlType::Q8_0.type_size()),
-            (32, 34)
-        );
-        assert_eq!(
-            (GgmlType::MXFP4.block_size(), GgmlType::MXFP4.type_size()),
-            (32, 17)
-        );
+        assert_eq!((GgmlType::Q4_K.block_size(), GgmlType::Q4_K.type_size()), (256, 144));
+        assert_eq!((GgmlType::Q8_0.block_size(), GgmlType::Q8_0.type_size()), (32, 34));
+        assert_eq!((GgmlType::MXFP4.block_size(), GgmlType::MXFP4.type_size()), (32, 17));
         assert_eq!(GgmlType::from_id(30), Ok(GgmlType::BF16));
         assert_eq!(GgmlType::all().count(), GGML_TYPES.len());
         for t in GgmlType::all() {
@@ -1001,10 +869,7 @@ mod tests {
         assert_eq!(ids.len(), GGML_TYPES.len());
         assert!(GgmlType::from_id(31).unwrap_err().contains("Q4_0_4_4"));
         assert!(GgmlType::from_id(99).unwrap_err().contains("99"));
-        assert_eq!(
-            GgmlType::Q4_K.bytes_for(&[4096, 4096]),
-            Ok(4096 * 4096 / 256 * 144)
-        );
+        assert_eq!(GgmlType::Q4_K.bytes_for(&[4096, 4096]), Ok(4096 * 4096 / 256 * 144));
         assert!(GgmlType::Q4_K.bytes_for(&[100, 2]).is_err());
         assert!(GgmlType::F32.bytes_for(&[u64::MAX, 2]).is_err());
     }
@@ -1015,27 +880,12 @@ mod tests {
         assert_eq!(g.version, 3);
         assert_eq!(g.architecture(), Some("llama"));
         assert_eq!(g.get_u64("llama.block_count"), Some(3));
-        let tokens = g
-            .get("tokenizer.ggml.tokens")
-            .and_then(Value::as_array)
-            .unwrap();
-        assert_eq!(
-            (tokens.elem_type, tokens.len, tokens.items.is_none()),
-            (ValueType::String, 288, true)
-        );
-        let flags = g
-            .get("headroom.fixture.layer_flags")
-            .and_then(Value::as_array)
-            .unwrap();
-        assert_eq!(
-            flags.items.as_deref(),
-            Some(&[Value::Bool(true), Value::Bool(false), Value::Bool(true)][..])
-        );
+        let tokens = g.get("tokenizer.ggml.tokens").and_then(Value::as_array).unwrap();
+        assert_eq!((tokens.elem_type, tokens.len, tokens.items.is_none()), (ValueType::String, 288, true));
+        let flags = g.get("headroom.fixture.layer_flags").and_then(Value::as_array).unwrap();
+        assert_eq!(flags.items.as_deref(), Some(&[Value::Bool(true), Value::Bool(false), Value::Bool(true)][..]));
         assert_eq!(g.file_len(), LLAMA.len() as u64);
-        assert_eq!(
-            g.get_f64("llama.attention.layer_norm_rms_epsilon"),
-            Some(1e-5)
-        );
+        assert_eq!(g.get_f64("llama.attention.layer_norm_rms_epsilon"), Some(1e-5));
     }
 
     #[test]
@@ -1047,10 +897,7 @@ mod tests {
             for n in 0..end {
                 match parse_gguf(&file[..n]) {
                     Err(ParseError::NeedBytes(m)) => {
-                        assert!(
-                            m as usize > n && m as usize <= end,
-                            "prefix {n}: NeedBytes({m}), header ends at {end}"
-                        )
+                        assert!(m as usize > n && m as usize <= end, "prefix {n}: NeedBytes({m}), header ends at {end}")
                     }
                     other => panic!("prefix {n} of {end}: {other:?}"),
                 }
@@ -1069,11 +916,7 @@ mod tests {
             }
         }
         // Somewhere a prefix jumps by 288 * 4 bytes (the whole scores array) in one answer.
-        assert!(
-            asked.iter().any(|&(n, m)| m - n as u64 >= 288 * 4 - 4),
-            "no whole-array skip in {}",
-            asked.len()
-        );
+        assert!(asked.iter().any(|&(n, m)| m - n as u64 >= 288 * 4 - 4), "no whole-array skip in {}", asked.len());
     }
 
     #[test]
@@ -1147,23 +990,11 @@ mod tests {
         // A string value claiming 2^40 bytes.
         assert!(invalid_msg(&Hostile::new(0, 1).s("k").u32(8).u64(1 << 40).0).contains("limit"));
         // Unknown value type.
-        assert!(
-            invalid_msg(&Hostile::new(0, 1).s("k").u32(13).0).contains("unknown value type 13")
-        );
+        assert!(invalid_msg(&Hostile::new(0, 1).s("k").u32(13).0).contains("unknown value type 13"));
         // An array of 2^62 u64: too many bytes to count.
-        assert!(
-            invalid_msg(&Hostile::new(0, 1).s("k").u32(9).u32(10).u64(1 << 62).0).contains("2^64")
-        );
+        assert!(invalid_msg(&Hostile::new(0, 1).s("k").u32(9).u32(10).u64(1 << 62).0).contains("2^64"));
         // An array of 2^60 strings in a short prefix: asks for more, never allocates.
-        let b = Hostile::new(0, 1)
-            .s("k")
-            .u32(9)
-            .u32(8)
-            .u64(1 << 60)
-            .s("a")
-            .s("b")
-            .0
-            .clone();
+        let b = Hostile::new(0, 1).s("k").u32(9).u32(8).u64(1 << 60).s("a").s("b").0.clone();
         assert!(matches!(parse_gguf(&b), Err(ParseError::NeedBytes(_))));
         // Arrays nested past the depth limit.
         let mut h = Hostile::new(0, 1);
@@ -1173,55 +1004,20 @@ mod tests {
         }
         assert!(invalid_msg(&h.0).contains("deeper"));
         // Duplicate key.
-        assert!(
-            invalid_msg(&Hostile::new(0, 2).s("k").u32(0).u8(7).s("k").u32(0).u8(1).0)
-                .contains("twice")
-        );
+        assert!(invalid_msg(&Hostile::new(0, 2).s("k").u32(0).u8(7).s("k").u32(0).u8(1).0).contains("twice"));
         // Tensor with nine dimensions, a negative dimension, an unknown type, a bad offset.
         assert!(invalid_msg(&Hostile::new(1, 0).s("t").u32(9).0).contains("9 dimensions"));
-        assert!(
-            invalid_msg(&Hostile::new(1, 0).s("t").u32(1).u64(u64::MAX).0).contains("negative")
-        );
-        assert!(
-            invalid_msg(&Hostile::new(1, 0).s("t").u32(1).u64(4).u32(31).0).contains("Q4_0_4_4")
-        );
-        assert!(
-            invalid_msg(&Hostile::new(1, 0).s("t").u32(1).u64(4).u32(77).0)
-                .contains("unknown ggml type id 77")
-        );
-        assert!(
-            invalid_msg(&Hostile::new(1, 0).s("t").u32(1).u64(33).u32(8).u64(0).0)
-                .contains("block size")
-        );
-        assert!(
-            invalid_msg(&Hostile::new(1, 0).s("t").u32(1).u64(4).u32(0).u64(64).0)
-                .contains("expected 0")
-        );
-        assert!(
-            invalid_msg(
-                &Hostile::new(1, 0)
-                    .s("t")
-                    .u32(3)
-                    .u64(1 << 32)
-                    .u64(1 << 32)
-                    .u64(1 << 32)
-                    .u32(0)
-                    .u64(0)
-                    .0
-            )
-            .contains("2^64")
-        );
+        assert!(invalid_msg(&Hostile::new(1, 0).s("t").u32(1).u64(u64::MAX).0).contains("negative"));
+        assert!(invalid_msg(&Hostile::new(1, 0).s("t").u32(1).u64(4).u32(31).0).contains("Q4_0_4_4"));
+        assert!(invalid_msg(&Hostile::new(1, 0).s("t").u32(1).u64(4).u32(77).0).contains("unknown ggml type id 77"));
+        assert!(invalid_msg(&Hostile::new(1, 0).s("t").u32(1).u64(33).u32(8).u64(0).0).contains("block size"));
+        assert!(invalid_msg(&Hostile::new(1, 0).s("t").u32(1).u64(4).u32(0).u64(64).0).contains("expected 0"));
+        assert!(invalid_msg(&Hostile::new(1, 0).s("t").u32(3).u64(1 << 32).u64(1 << 32).u64(1 << 32).u32(0).u64(0).0).contains("2^64"));
         // A valid minimal header: one F32 tensor of 4 values.
         let g = parse_gguf(&Hostile::new(1, 0).s("t").u32(1).u64(4).u32(0).u64(0).0).unwrap();
-        assert_eq!(
-            (g.tensors[0].bytes, g.data_offset, g.file_len()),
-            (16, 64, 96)
-        );
+        assert_eq!((g.tensors[0].bytes, g.data_offset, g.file_len()), (16, 64, 96));
         // A bad alignment.
-        assert!(
-            invalid_msg(&Hostile::new(0, 1).s("general.alignment").u32(4).u32(24).0)
-                .contains("power of two")
-        );
+        assert!(invalid_msg(&Hostile::new(0, 1).s("general.alignment").u32(4).u32(24).0).contains("power of two"));
     }
 
     #[test]

@@ -36,9 +36,7 @@ use std::fmt;
 use serde_json::{Map, Value as Json};
 
 pub use self::gguf::{GgmlType, Gguf, parse_gguf};
-pub use self::safetensors::{
-    Dtype, Safetensors, SafetensorsIndex, parse_safetensors, parse_safetensors_index,
-};
+pub use self::safetensors::{Dtype, Safetensors, SafetensorsIndex, parse_safetensors, parse_safetensors_index};
 
 /// Why a header could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,9 +53,9 @@ impl ParseError {
     /// the file has means the file is truncated.
     pub fn at_file_len(self, file_len: u64) -> ParseError {
         match self {
-            ParseError::NeedBytes(n) if n > file_len => ParseError::Invalid(format!(
-                "truncated file: it ends after {file_len} bytes, inside its header, which needs at least {n}"
-            )),
+            ParseError::NeedBytes(n) if n > file_len => {
+                ParseError::Invalid(format!("truncated file: it ends after {file_len} bytes, inside its header, which needs at least {n}"))
+            }
             other => other,
         }
     }
@@ -66,10 +64,7 @@ impl ParseError {
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ParseError::NeedBytes(n) => write!(
-                f,
-                "the header continues past the bytes read: read at least {n} bytes"
-            ),
+            ParseError::NeedBytes(n) => write!(f, "the header continues past the bytes read: read at least {n} bytes"),
             ParseError::Invalid(m) => f.write_str(m),
         }
     }
@@ -142,37 +137,22 @@ pub fn parse(prefix: &[u8]) -> Result<ModelFile, ParseError> {
         Kind::Safetensors => parse_safetensors(prefix).map(ModelFile::Safetensors),
         Kind::SafetensorsIndex | Kind::Config => {
             let value: Json = serde_json::from_slice(strip_bom(prefix)).map_err(|e| {
-                ParseError::Invalid(if e.is_eof() {
-                    format!("truncated JSON file ({e}); JSON files are read whole")
-                } else {
-                    format!("not valid JSON: {e}")
-                })
+                ParseError::Invalid(if e.is_eof() { format!("truncated JSON file ({e}); JSON files are read whole") } else { format!("not valid JSON: {e}") })
             })?;
             let Json::Object(obj) = &value else {
                 return Err(ParseError::Invalid("the JSON file is not an object".into()));
             };
             if obj.contains_key("weight_map") {
-                let text = std::str::from_utf8(strip_bom(prefix)).map_err(|e| {
-                    ParseError::Invalid(format!("the index file is not UTF-8: {e}"))
-                })?;
+                let text = std::str::from_utf8(strip_bom(prefix)).map_err(|e| ParseError::Invalid(format!("the index file is not UTF-8: {e}")))?;
                 parse_safetensors_index(text).map(ModelFile::SafetensorsIndex)
             } else {
                 Ok(ModelFile::Config(value))
             }
         }
-        Kind::Unknown if prefix.len() < 9 && !prefix.iter().all(u8::is_ascii_whitespace) => {
-            Err(ParseError::NeedBytes(9))
-        }
+        Kind::Unknown if prefix.len() < 9 && !prefix.iter().all(u8::is_ascii_whitespace) => Err(ParseError::NeedBytes(9)),
         Kind::Unknown => {
-            let start: String = prefix
-                .iter()
-                .take(8)
-                .flat_map(|b| std::ascii::escape_default(*b))
-                .map(char::from)
-                .collect();
-            Err(ParseError::Invalid(format!(
-                "not a model file: neither GGUF, safetensors nor a JSON config (it starts with \"{start}\")"
-            )))
+            let start: String = prefix.iter().take(8).flat_map(|b| std::ascii::escape_default(*b)).map(char::from).collect();
+            Err(ParseError::Invalid(format!("not a model file: neither GGUF, safetensors nor a JSON config (it starts with \"{start}\")")))
         }
     }
 }
@@ -245,42 +225,21 @@ const GATING_SIGMOID: u64 = 2;
 ///
 /// Errors name the missing key, or the architecture when it has no mapping.
 pub fn gguf_to_hf_config(g: &Gguf) -> Result<Json, String> {
-    let arch = g
-        .architecture()
-        .ok_or("the GGUF file has no `general.architecture`")?;
-    let mut model_type = GGUF_ARCHITECTURES
-        .iter()
-        .find(|(a, _)| *a == arch)
-        .map(|(_, t)| *t)
-        .ok_or_else(|| {
-            let known: Vec<&str> = GGUF_ARCHITECTURES.iter().map(|(a, _)| *a).collect();
-            format!(
-                "GGUF architecture `{arch}` has no Hugging Face config mapping (mapped: {})",
-                known.join(", ")
-            )
-        })?;
+    let arch = g.architecture().ok_or("the GGUF file has no `general.architecture`")?;
+    let mut model_type = GGUF_ARCHITECTURES.iter().find(|(a, _)| *a == arch).map(|(_, t)| *t).ok_or_else(|| {
+        let known: Vec<&str> = GGUF_ARCHITECTURES.iter().map(|(a, _)| *a).collect();
+        format!("GGUF architecture `{arch}` has no Hugging Face config mapping (mapped: {})", known.join(", "))
+    })?;
     let key = |s: &str| format!("{arch}.{s}");
     let uint = |s: &str| -> Result<Option<u64>, String> {
         match g.get(&key(s)) {
             None => Ok(None),
-            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-                format!(
-                    "GGUF key `{}` must be a whole number ≥ 0, found {} {}",
-                    key(s),
-                    v.value_type().name(),
-                    v.to_json()
-                )
-            }),
+            Some(v) => {
+                v.as_u64().map(Some).ok_or_else(|| format!("GGUF key `{}` must be a whole number ≥ 0, found {} {}", key(s), v.value_type().name(), v.to_json()))
+            }
         }
     };
-    let need = |s: &str| -> Result<u64, String> {
-        uint(s)?.ok_or_else(|| {
-            format!(
-                "the GGUF file ({arch}) lacks `{}`, which the config needs",
-                key(s)
-            )
-        })
-    };
+    let need = |s: &str| -> Result<u64, String> { uint(s)?.ok_or_else(|| format!("the GGUF file ({arch}) lacks `{}`, which the config needs", key(s))) };
     let float = |s: &str| g.get_f64(&key(s));
 
     let experts = uint("expert_count")?.filter(|&e| e > 0);
@@ -290,10 +249,7 @@ pub fn gguf_to_hf_config(g: &Gguf) -> Result<Json, String> {
     let is_deepseek = arch == "deepseek2";
     if is_deepseek {
         let sigmoid = uint("expert_gating_func")? == Some(GATING_SIGMOID);
-        let score_bias = g
-            .tensors
-            .iter()
-            .any(|t| t.name.ends_with(".exp_probs_b.bias"));
+        let score_bias = g.tensors.iter().any(|t| t.name.ends_with(".exp_probs_b.bias"));
         if sigmoid || score_bias {
             model_type = "deepseek_v3";
         }
@@ -319,17 +275,8 @@ pub fn gguf_to_hf_config(g: &Gguf) -> Result<Json, String> {
     let ff = uint("feed_forward_length")?;
     let expert_ff = uint("expert_feed_forward_length")?;
     // GPT-OSS's `intermediate_size` is its experts' width.
-    let (i, i_key) = if model_type == "gpt_oss" {
-        (expert_ff.or(ff), "expert_feed_forward_length")
-    } else {
-        (ff, "feed_forward_length")
-    };
-    let i = i.ok_or_else(|| {
-        format!(
-            "the GGUF file ({arch}) lacks `{}`, which the config needs",
-            key(i_key)
-        )
-    })?;
+    let (i, i_key) = if model_type == "gpt_oss" { (expert_ff.or(ff), "expert_feed_forward_length") } else { (ff, "feed_forward_length") };
+    let i = i.ok_or_else(|| format!("the GGUF file ({arch}) lacks `{}`, which the config needs", key(i_key)))?;
     put("intermediate_size", i.into());
 
     let vocab = g
@@ -339,10 +286,7 @@ pub fn gguf_to_hf_config(g: &Gguf) -> Result<Json, String> {
         .or_else(|| g.get("tokenizer.ggml.tokens").and_then(|v| v.as_array()).map(|a| a.len))
         .ok_or_else(|| format!("the GGUF file ({arch}) has no `token_embd.weight`, `{}` or tokenizer to take vocab_size from", key("vocab_size")))?;
     put("vocab_size", vocab.into());
-    put(
-        "tie_word_embeddings",
-        g.tensor("output.weight").is_none().into(),
-    );
+    put("tie_word_embeddings", g.tensor("output.weight").is_none().into());
 
     // Norm epsilon, under each model's own name.
     let eps_rms = float("attention.layer_norm_rms_epsilon");
@@ -374,21 +318,12 @@ pub fn gguf_to_hf_config(g: &Gguf) -> Result<Json, String> {
     if is_deepseek {
         let rope = need("rope.dimension_count")?;
         let kv_rank = need("attention.kv_lora_rank")?;
-        let key_len =
-            uint("attention.key_length_mla")?.map_or_else(|| need("attention.key_length"), Ok)?;
-        let v_len = uint("attention.value_length_mla")?
-            .map_or_else(|| need("attention.value_length"), Ok)?;
-        let nope = key_len.checked_sub(rope).ok_or_else(|| {
-            format!(
-                "the GGUF file's MLA key length {key_len} is smaller than its rope dimension {rope}"
-            )
-        })?;
+        let key_len = uint("attention.key_length_mla")?.map_or_else(|| need("attention.key_length"), Ok)?;
+        let v_len = uint("attention.value_length_mla")?.map_or_else(|| need("attention.value_length"), Ok)?;
+        let nope = key_len.checked_sub(rope).ok_or_else(|| format!("the GGUF file's MLA key length {key_len} is smaller than its rope dimension {rope}"))?;
         put("num_key_value_heads", heads.into());
         put("kv_lora_rank", kv_rank.into());
-        put(
-            "q_lora_rank",
-            uint("attention.q_lora_rank")?.map_or(Json::Null, Json::from),
-        );
+        put("q_lora_rank", uint("attention.q_lora_rank")?.map_or(Json::Null, Json::from));
         put("qk_rope_head_dim", rope.into());
         put("qk_nope_head_dim", nope.into());
         put("v_head_dim", v_len.into());
@@ -425,14 +360,8 @@ pub fn gguf_to_hf_config(g: &Gguf) -> Result<Json, String> {
         }
     }
     if is_deepseek {
-        put(
-            "n_shared_experts",
-            uint("expert_shared_count")?.unwrap_or(0).into(),
-        );
-        put(
-            "first_k_dense_replace",
-            uint("leading_dense_block_count")?.unwrap_or(0).into(),
-        );
+        put("n_shared_experts", uint("expert_shared_count")?.unwrap_or(0).into());
+        put("first_k_dense_replace", uint("leading_dense_block_count")?.unwrap_or(0).into());
         if let Some(s) = float("expert_weights_scale") {
             put("routed_scaling_factor", num(s));
         }
@@ -440,20 +369,9 @@ pub fn gguf_to_hf_config(g: &Gguf) -> Result<Json, String> {
             put("norm_topk_prob", n.into());
         }
         if let Some(f) = uint("expert_gating_func")? {
-            put(
-                "scoring_func",
-                if f == GATING_SIGMOID {
-                    "sigmoid"
-                } else {
-                    "softmax"
-                }
-                .into(),
-            );
+            put("scoring_func", if f == GATING_SIGMOID { "sigmoid" } else { "softmax" }.into());
         }
-        for (gguf_key, hf_key) in [
-            ("expert_group_count", "n_group"),
-            ("expert_group_used_count", "topk_group"),
-        ] {
+        for (gguf_key, hf_key) in [("expert_group_count", "n_group"), ("expert_group_used_count", "topk_group")] {
             if let Some(v) = uint(gguf_key)? {
                 put(hf_key, v.into());
             }
@@ -462,10 +380,7 @@ pub fn gguf_to_hf_config(g: &Gguf) -> Result<Json, String> {
 
     // Model-specific scalars.
     let scalars: &[(&str, &str)] = match model_type {
-        "gemma2" => &[
-            ("attn_logit_softcapping", "attn_logit_softcapping"),
-            ("final_logit_softcapping", "final_logit_softcapping"),
-        ],
+        "gemma2" => &[("attn_logit_softcapping", "attn_logit_softcapping"), ("final_logit_softcapping", "final_logit_softcapping")],
         "granite" => &[
             ("attention.scale", "attention_multiplier"),
             ("embedding_scale", "embedding_multiplier"),
@@ -484,9 +399,7 @@ pub fn gguf_to_hf_config(g: &Gguf) -> Result<Json, String> {
 }
 
 fn num(v: f64) -> Json {
-    serde_json::Number::from_f64(v)
-        .map(Json::Number)
-        .unwrap_or(Json::Null)
+    serde_json::Number::from_f64(v).map(Json::Number).unwrap_or(Json::Null)
 }
 
 #[cfg(test)]
@@ -499,10 +412,7 @@ mod tests {
         let mut st = 123u64.to_le_bytes().to_vec(); // low byte 0x7B is '{'
         st.extend_from_slice(b"{\"a\"");
         assert_eq!(sniff(&st), Kind::Safetensors);
-        assert_eq!(
-            sniff(b"\xEF\xBB\xBF {\"metadata\":{},\"weight_map\":{}}"),
-            Kind::SafetensorsIndex
-        );
+        assert_eq!(sniff(b"\xEF\xBB\xBF {\"metadata\":{},\"weight_map\":{}}"), Kind::SafetensorsIndex);
         assert_eq!(sniff(b"\n{\"model_type\": \"llama\"}"), Kind::Config);
         assert_eq!(sniff(b"PK\x03\x04"), Kind::Unknown);
         assert_eq!(sniff(b""), Kind::Unknown);
@@ -512,28 +422,15 @@ mod tests {
     fn parse_dispatches_and_explains() {
         assert_eq!(parse(b"GG"), Err(ParseError::NeedBytes(9)));
         assert!(matches!(parse(b"GGUF"), Err(ParseError::NeedBytes(8))));
-        assert!(
-            matches!(parse(b"PK\x03\x04\x14\x00\x00\x00\x08\x00"), Err(ParseError::Invalid(m)) if m.contains("not a model file"))
-        );
-        assert!(
-            matches!(parse(b"{\"model_type\": \"ll"), Err(ParseError::Invalid(m)) if m.contains("truncated JSON"))
-        );
-        assert!(matches!(
-            parse(b"{\"model_type\": \"llama\"}"),
-            Ok(ModelFile::Config(_))
-        ));
-        assert!(matches!(
-            parse(br#"{"weight_map": {"a": "x.safetensors"}}"#),
-            Ok(ModelFile::SafetensorsIndex(_))
-        ));
+        assert!(matches!(parse(b"PK\x03\x04\x14\x00\x00\x00\x08\x00"), Err(ParseError::Invalid(m)) if m.contains("not a model file")));
+        assert!(matches!(parse(b"{\"model_type\": \"ll"), Err(ParseError::Invalid(m)) if m.contains("truncated JSON")));
+        assert!(matches!(parse(b"{\"model_type\": \"llama\"}"), Ok(ModelFile::Config(_))));
+        assert!(matches!(parse(br#"{"weight_map": {"a": "x.safetensors"}}"#), Ok(ModelFile::SafetensorsIndex(_))));
         assert_eq!(
             ParseError::NeedBytes(100).at_file_len(50),
             ParseError::Invalid("truncated file: it ends after 50 bytes, inside its header, which needs at least 100".into())
         );
-        assert_eq!(
-            ParseError::NeedBytes(10).at_file_len(50),
-            ParseError::NeedBytes(10)
-        );
+        assert_eq!(ParseError::NeedBytes(10).at_file_len(50), ParseError::NeedBytes(10));
     }
 
     #[test]
@@ -546,15 +443,8 @@ mod tests {
             }
         }
         let e = gguf_to_hf_config(&g).unwrap_err();
-        assert!(
-            e.contains("`mamba`") && e.contains("no Hugging Face config mapping"),
-            "{e}"
-        );
+        assert!(e.contains("`mamba`") && e.contains("no Hugging Face config mapping"), "{e}");
         g.metadata.retain(|(k, _)| k != "general.architecture");
-        assert!(
-            gguf_to_hf_config(&g)
-                .unwrap_err()
-                .contains("general.architecture")
-        );
+        assert!(gguf_to_hf_config(&g).unwrap_err().contains("general.architecture"));
     }
 }

@@ -171,10 +171,7 @@ impl Safetensors {
     }
 
     pub fn metadata_get(&self, key: &str) -> Option<&str> {
-        self.metadata
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
     /// Exact bytes of all tensors (equal to [`Safetensors::data_len`]).
@@ -191,12 +188,7 @@ impl Safetensors {
     pub fn by_dtype(&self) -> Vec<DtypeSummary> {
         let mut m: BTreeMap<Dtype, DtypeSummary> = BTreeMap::new();
         for t in &self.tensors {
-            let s = m.entry(t.dtype).or_insert(DtypeSummary {
-                dtype: t.dtype,
-                tensors: 0,
-                elements: 0,
-                bytes: 0,
-            });
+            let s = m.entry(t.dtype).or_insert(DtypeSummary { dtype: t.dtype, tensors: 0, elements: 0, bytes: 0 });
             s.tensors += 1;
             s.elements += t.elements;
             s.bytes += t.bytes;
@@ -244,14 +236,10 @@ pub fn parse_safetensors(prefix: &[u8]) -> Result<Safetensors, ParseError> {
     le.copy_from_slice(len_bytes);
     let n = u64::from_le_bytes(le);
     if n > MAX_HEADER_LEN {
-        return Err(invalid(format!(
-            "not a safetensors file: its first 8 bytes give a header of {n} bytes (the limit is {MAX_HEADER_LEN})"
-        )));
+        return Err(invalid(format!("not a safetensors file: its first 8 bytes give a header of {n} bytes (the limit is {MAX_HEADER_LEN})")));
     }
     if n < 2 {
-        return Err(invalid(format!(
-            "not a safetensors file: a header of {n} bytes cannot hold a JSON object"
-        )));
+        return Err(invalid(format!("not a safetensors file: a header of {n} bytes cannot hold a JSON object")));
     }
     let end = 8 + n;
     if (prefix.len() as u64) < end {
@@ -267,28 +255,19 @@ pub fn parse_safetensors(prefix: &[u8]) -> Result<Safetensors, ParseError> {
     if header[0] != b'{' {
         return Err(not_json_object(header[0]));
     }
-    let entries: Entries = serde_json::from_slice(header)
-        .map_err(|e| invalid(format!("the safetensors header is not valid JSON: {e}")))?;
+    let entries: Entries = serde_json::from_slice(header).map_err(|e| invalid(format!("the safetensors header is not valid JSON: {e}")))?;
 
     let mut metadata = Vec::new();
     let mut tensors = Vec::new();
     let mut seen: HashSet<&str> = HashSet::new();
     for (name, value) in &entries.0 {
         if !seen.insert(name) {
-            return Err(invalid(format!(
-                "the safetensors header names '{name}' twice"
-            )));
+            return Err(invalid(format!("the safetensors header names '{name}' twice")));
         }
         if name == "__metadata__" {
-            let map = value.as_object().ok_or_else(|| {
-                invalid("the safetensors `__metadata__` must be an object of strings")
-            })?;
+            let map = value.as_object().ok_or_else(|| invalid("the safetensors `__metadata__` must be an object of strings"))?;
             for (k, v) in map {
-                let s = v.as_str().ok_or_else(|| {
-                    invalid(format!(
-                        "the safetensors `__metadata__` value of '{k}' must be a string, found {v}"
-                    ))
-                })?;
+                let s = v.as_str().ok_or_else(|| invalid(format!("the safetensors `__metadata__` value of '{k}' must be a string, found {v}")))?;
                 metadata.push((k.clone(), s.to_string()));
             }
             continue;
@@ -302,104 +281,50 @@ pub fn parse_safetensors(prefix: &[u8]) -> Result<Safetensors, ParseError> {
     for t in &tensors {
         let (begin, end) = t.data_offsets;
         if begin != at {
-            let what = if begin < at {
-                "overlaps the tensor before it"
-            } else {
-                "leaves a hole before it"
-            };
-            return Err(invalid(format!(
-                "tensor '{}' starts at data offset {begin}, expected {at}: it {what}",
-                t.name
-            )));
+            let what = if begin < at { "overlaps the tensor before it" } else { "leaves a hole before it" };
+            return Err(invalid(format!("tensor '{}' starts at data offset {begin}, expected {at}: it {what}", t.name)));
         }
         at = end;
     }
-    Ok(Safetensors {
-        header_len: n,
-        metadata,
-        tensors,
-        data_len: at,
-    })
+    Ok(Safetensors { header_len: n, metadata, tensors, data_len: at })
 }
 
 fn not_json_object(b: u8) -> ParseError {
-    invalid(format!(
-        "not a safetensors file: the header must begin with '{{', found byte 0x{b:02x} ('{}')",
-        std::ascii::escape_default(b)
-    ))
+    invalid(format!("not a safetensors file: the header must begin with '{{', found byte 0x{b:02x} ('{}')", std::ascii::escape_default(b)))
 }
 
 fn tensor_info(name: &str, value: &Value) -> Result<TensorInfo, ParseError> {
-    let obj = value.as_object().ok_or_else(|| {
-        invalid(format!(
-            "tensor '{name}': expected an object, found {value}"
-        ))
-    })?;
-    let field = |k: &str| {
-        obj.get(k)
-            .ok_or_else(|| invalid(format!("tensor '{name}' has no `{k}`")))
-    };
+    let obj = value.as_object().ok_or_else(|| invalid(format!("tensor '{name}': expected an object, found {value}")))?;
+    let field = |k: &str| obj.get(k).ok_or_else(|| invalid(format!("tensor '{name}' has no `{k}`")));
     let dtype_name = field("dtype")?;
-    let dtype = dtype_name
-        .as_str()
-        .and_then(Dtype::parse)
-        .ok_or_else(|| invalid(format!("tensor '{name}' has unknown dtype {dtype_name}")))?;
+    let dtype = dtype_name.as_str().and_then(Dtype::parse).ok_or_else(|| invalid(format!("tensor '{name}' has unknown dtype {dtype_name}")))?;
     let uints = |k: &str| -> Result<Vec<u64>, ParseError> {
         let v = field(k)?;
         v.as_array()
             .and_then(|a| a.iter().map(Value::as_u64).collect::<Option<Vec<u64>>>())
-            .ok_or_else(|| {
-                invalid(format!(
-                    "tensor '{name}': `{k}` must be an array of whole numbers ≥ 0, found {v}"
-                ))
-            })
+            .ok_or_else(|| invalid(format!("tensor '{name}': `{k}` must be an array of whole numbers ≥ 0, found {v}")))
     };
     let shape = uints("shape")?;
     let offsets = uints("data_offsets")?;
     let [begin, end] = offsets[..] else {
-        return Err(invalid(format!(
-            "tensor '{name}': `data_offsets` must be [BEGIN, END], found {offsets:?}"
-        )));
+        return Err(invalid(format!("tensor '{name}': `data_offsets` must be [BEGIN, END], found {offsets:?}")));
     };
     if end < begin {
-        return Err(invalid(format!(
-            "tensor '{name}': data_offsets [{begin}, {end}] end before they begin"
-        )));
+        return Err(invalid(format!("tensor '{name}': data_offsets [{begin}, {end}] end before they begin")));
     }
     let elements = shape
         .iter()
         .try_fold(1u64, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| {
-            invalid(format!(
-                "tensor '{name}' of shape {shape:?} has more than 2^64 values"
-            ))
-        })?;
-    let bits = elements.checked_mul(dtype.bits()).ok_or_else(|| {
-        invalid(format!(
-            "tensor '{name}' of shape {shape:?} ({dtype}) has more than 2^64 bits"
-        ))
-    })?;
+        .ok_or_else(|| invalid(format!("tensor '{name}' of shape {shape:?} has more than 2^64 values")))?;
+    let bits = elements.checked_mul(dtype.bits()).ok_or_else(|| invalid(format!("tensor '{name}' of shape {shape:?} ({dtype}) has more than 2^64 bits")))?;
     if bits % 8 != 0 {
-        return Err(invalid(format!(
-            "tensor '{name}' of shape {shape:?} ({dtype}, {} bits each) is {bits} bits, not a whole number of bytes",
-            dtype.bits()
-        )));
+        return Err(invalid(format!("tensor '{name}' of shape {shape:?} ({dtype}, {} bits each) is {bits} bits, not a whole number of bytes", dtype.bits())));
     }
     let bytes = bits / 8;
     if end - begin != bytes {
-        return Err(invalid(format!(
-            "tensor '{name}': data_offsets [{begin}, {end}] span {} bytes, but {dtype} × {shape:?} is {bytes} bytes",
-            end - begin
-        )));
+        return Err(invalid(format!("tensor '{name}': data_offsets [{begin}, {end}] span {} bytes, but {dtype} × {shape:?} is {bytes} bytes", end - begin)));
     }
-    Ok(TensorInfo {
-        name: name.to_string(),
-        dtype,
-        shape,
-        data_offsets: (begin, end),
-        elements,
-        bytes,
-    })
+    Ok(TensorInfo { name: name.to_string(), dtype, shape, data_offsets: (begin, end), elements, bytes })
 }
 
 /// A parsed `model.safetensors.index.json`: which shard file holds each tensor.
@@ -425,18 +350,12 @@ impl SafetensorsIndex {
 
     /// The tensors one shard holds.
     pub fn tensors_in<'a>(&'a self, shard: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.weight_map
-            .iter()
-            .filter(move |(_, f)| f == shard)
-            .map(|(t, _)| t.as_str())
+        self.weight_map.iter().filter(move |(_, f)| f == shard).map(|(t, _)| t.as_str())
     }
 
     /// The shard holding a tensor.
     pub fn shard_of(&self, tensor: &str) -> Option<&str> {
-        self.weight_map
-            .binary_search_by(|(t, _)| t.as_str().cmp(tensor))
-            .ok()
-            .map(|i| self.weight_map[i].1.as_str())
+        self.weight_map.binary_search_by(|(t, _)| t.as_str().cmp(tensor)).ok().map(|i| self.weight_map[i].1.as_str())
     }
 }
 
@@ -456,10 +375,7 @@ impl<'de> Deserialize<'de> for IndexTop {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<IndexTop, A::Error> {
-                let mut top = IndexTop {
-                    metadata: None,
-                    weight_map: None,
-                };
+                let mut top = IndexTop { metadata: None, weight_map: None };
                 while let Some(k) = m.next_key::<String>()? {
                     match k.as_str() {
                         "metadata" => top.metadata = Some(m.next_value()?),
@@ -478,38 +394,25 @@ impl<'de> Deserialize<'de> for IndexTop {
 
 /// Parses a `model.safetensors.index.json` (the whole file; errors are `Invalid`).
 pub fn parse_safetensors_index(text: &str) -> Result<SafetensorsIndex, ParseError> {
-    let top: IndexTop = serde_json::from_str(text.trim_start_matches('\u{feff}')).map_err(|e| {
-        invalid(format!(
-            "not a safetensors index (a JSON object with a `weight_map` object): {e}"
-        ))
-    })?;
+    let top: IndexTop = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+        .map_err(|e| invalid(format!("not a safetensors index (a JSON object with a `weight_map` object): {e}")))?;
     let metadata = match top.metadata {
         Some(Value::Object(m)) => m,
         None | Some(Value::Null) => Map::new(),
         Some(other) => {
-            return Err(invalid(format!(
-                "the safetensors index's `metadata` must be an object, found {other}"
-            )));
+            return Err(invalid(format!("the safetensors index's `metadata` must be an object, found {other}")));
         }
     };
     let weight_map = top.weight_map;
-    let weight_map =
-        weight_map.ok_or_else(|| invalid("the safetensors index has no `weight_map`"))?;
+    let weight_map = weight_map.ok_or_else(|| invalid("the safetensors index has no `weight_map`"))?;
     let mut map = Vec::with_capacity(weight_map.len());
     for (tensor, file) in weight_map {
-        let file = file.as_str().ok_or_else(|| {
-            invalid(format!(
-                "the safetensors index maps '{tensor}' to {file}, not to a file name"
-            ))
-        })?;
+        let file = file.as_str().ok_or_else(|| invalid(format!("the safetensors index maps '{tensor}' to {file}, not to a file name")))?;
         map.push((tensor, file.to_string()));
     }
     map.sort_by(|a, b| a.0.cmp(&b.0));
     if let Some(w) = map.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(invalid(format!(
-            "the safetensors index maps '{}' twice",
-            w[0].0
-        )));
+        return Err(invalid(format!("the safetensors index maps '{}' twice", w[0].0)));
     }
     let total_size = match metadata.get("total_size") {
         None | Some(Value::Null) => None,
@@ -519,11 +422,7 @@ pub fn parse_safetensors_index(text: &str) -> Result<SafetensorsIndex, ParseErro
                 .ok_or_else(|| invalid(format!("the safetensors index's `metadata.total_size` must be a whole number, found {v}")))?,
         ),
     };
-    Ok(SafetensorsIndex {
-        total_size,
-        metadata,
-        weight_map: map,
-    })
+    Ok(SafetensorsIndex { total_size, metadata, weight_map: map })
 }
 
 #[cfg(test)]
@@ -556,10 +455,7 @@ mod tests {
         for d in Dtype::all() {
             assert_eq!(Dtype::parse(d.name()), Some(d));
         }
-        assert_eq!(
-            (Dtype::F4.bits(), Dtype::BF16.bits(), Dtype::C64.bits()),
-            (4, 16, 64)
-        );
+        assert_eq!((Dtype::F4.bits(), Dtype::BF16.bits(), Dtype::C64.bits()), (4, 16, 64));
         assert_eq!(Dtype::parse("bf16"), None);
     }
 
@@ -572,11 +468,7 @@ mod tests {
             assert_eq!(full.file_len(), file.len() as u64);
             for n in 0..end {
                 let want = if n < 8 { 8 } else { end as u64 };
-                assert_eq!(
-                    parse_safetensors(&file[..n]),
-                    Err(ParseError::NeedBytes(want)),
-                    "prefix {n}"
-                );
+                assert_eq!(parse_safetensors(&file[..n]), Err(ParseError::NeedBytes(want)), "prefix {n}");
             }
         }
     }
@@ -584,19 +476,10 @@ mod tests {
     #[test]
     fn mixed_dtypes_and_sub_byte_sizes() {
         let s = parse_safetensors(MIXED).unwrap();
-        let f4 = s
-            .tensor("model.layers.0.mlp.experts.down_proj_blocks")
-            .unwrap();
-        assert_eq!(
-            (f4.dtype, f4.elements, f4.bytes),
-            (Dtype::F4, 4 * 64 * 32, 4 * 64 * 16)
-        );
+        let f4 = s.tensor("model.layers.0.mlp.experts.down_proj_blocks").unwrap();
+        assert_eq!((f4.dtype, f4.elements, f4.bytes), (Dtype::F4, 4 * 64 * 32, 4 * 64 * 16));
         assert_eq!(s.metadata_get("format"), Some("pt"));
-        assert!(
-            s.by_dtype()
-                .iter()
-                .any(|d| d.dtype == Dtype::F8_E4M3 && d.tensors == 14)
-        );
+        assert!(s.by_dtype().iter().any(|d| d.dtype == Dtype::F8_E4M3 && d.tensors == 14));
     }
 
     #[test]
@@ -609,36 +492,16 @@ mod tests {
         assert!(invalid_msg(&partial).contains("begin with '{'"));
         assert!(invalid_msg(&with_header("{\"a\":")).contains("not valid JSON"));
         let t = |json: &str| invalid_msg(&with_header(json));
-        assert!(
-            t(r#"{"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}}"#).contains("unknown dtype")
-        );
-        assert!(
-            t(r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[0,2]}}"#).contains("span 2 bytes")
-        );
-        assert!(
-            t(r#"{"a":{"dtype":"F16","shape":[-2],"data_offsets":[0,4]}}"#)
-                .contains("whole numbers")
-        );
-        assert!(
-            t(r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[4,0]}}"#).contains("end before")
-        );
-        assert!(
-            t(r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[0]}}"#).contains("[BEGIN, END]")
-        );
-        assert!(
-            t(r#"{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}"#)
-                .contains("whole number of bytes")
-        );
-        assert!(
-            t(r#"{"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,0]}}"#)
-                .contains("2^64")
-        );
-        assert!(t(r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}"#)
-            .contains("overlaps"));
-        assert!(t(r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}}"#)
-            .contains("hole"));
-        assert!(t(r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}}"#)
-            .contains("twice"));
+        assert!(t(r#"{"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}}"#).contains("unknown dtype"));
+        assert!(t(r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[0,2]}}"#).contains("span 2 bytes"));
+        assert!(t(r#"{"a":{"dtype":"F16","shape":[-2],"data_offsets":[0,4]}}"#).contains("whole numbers"));
+        assert!(t(r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[4,0]}}"#).contains("end before"));
+        assert!(t(r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[0]}}"#).contains("[BEGIN, END]"));
+        assert!(t(r#"{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}"#).contains("whole number of bytes"));
+        assert!(t(r#"{"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,0]}}"#).contains("2^64"));
+        assert!(t(r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}"#).contains("overlaps"));
+        assert!(t(r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}}"#).contains("hole"));
+        assert!(t(r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}}"#).contains("twice"));
         assert!(t(r#"{"__metadata__":{"k":1}}"#).contains("must be a string"));
         // Scalars and empty tensors are allowed.
         let ok = parse_safetensors(&with_header(
@@ -674,13 +537,7 @@ mod tests {
         assert!(e(r#"{"weight_map":{"a":1}}"#).contains("not to a file name"));
         assert!(e(r#"{"weight_map":{"a":"x","a":"y"}}"#).contains("twice"));
         assert!(e(r#"{"metadata":{"total_size":"12"},"weight_map":{}}"#).contains("total_size"));
-        let i = parse_safetensors_index(
-            r#"{"metadata":{"total_size":1.2e3},"weight_map":{"b":"2","a":"1"}}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            (i.total_size, i.shards(), i.shard_of("b")),
-            (Some(1200), vec!["1", "2"], Some("2"))
-        );
+        let i = parse_safetensors_index(r#"{"metadata":{"total_size":1.2e3},"weight_map":{"b":"2","a":"1"}}"#).unwrap();
+        assert_eq!((i.total_size, i.shards(), i.shard_of("b")), (Some(1200), vec!["1", "2"], Some("2")));
     }
 }

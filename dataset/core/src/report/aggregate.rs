@@ -48,18 +48,10 @@ pub const MEASUREMENTS: &[MeasurementKind] = &[
     MeasurementKind { id: "h2d_pinned_gbs", unit: "GB/s", what: "host→device copy, pinned", get: |r| Some(r.bandwidth.h2d_pinned_gbs), by_driver: false },
     MeasurementKind { id: "d2h_pinned_gbs", unit: "GB/s", what: "device→host copy, pinned", get: |r| Some(r.bandwidth.d2h_pinned_gbs), by_driver: false },
     MeasurementKind {
-        id: "h2d_pageable_gbs",
-        unit: "GB/s",
-        what: "host→device copy, pageable",
-        get: |r| Some(r.bandwidth.h2d_pageable_gbs),
-        by_driver: false,
+        id: "h2d_pageable_gbs", unit: "GB/s", what: "host→device copy, pageable", get: |r| Some(r.bandwidth.h2d_pageable_gbs), by_driver: false
     },
     MeasurementKind {
-        id: "d2h_pageable_gbs",
-        unit: "GB/s",
-        what: "device→host copy, pageable",
-        get: |r| Some(r.bandwidth.d2h_pageable_gbs),
-        by_driver: false,
+        id: "d2h_pageable_gbs", unit: "GB/s", what: "device→host copy, pageable", get: |r| Some(r.bandwidth.d2h_pageable_gbs), by_driver: false
     },
     MeasurementKind { id: "d2d_gbs", unit: "GB/s", what: "device→device copy", get: |r| Some(r.bandwidth.d2d_gbs), by_driver: false },
     MeasurementKind {
@@ -214,7 +206,14 @@ pub fn aggregate(reports: &[(String, Report, Origin)]) -> Vec<Aggregate> {
 
 /// One aggregate: `kind` over the reports `which` (indices into `mine`), `groups` their
 /// submitter groups; None when none of them has the figure.
-pub(super) fn aggregate_one(gpu: &str, id: String, kind: &MeasurementKind, mine: &[&(String, Report, Origin)], groups: &[usize], which: &[usize]) -> Option<Aggregate> {
+pub(super) fn aggregate_one(
+    gpu: &str,
+    id: String,
+    kind: &MeasurementKind,
+    mine: &[&(String, Report, Origin)],
+    groups: &[usize],
+    which: &[usize],
+) -> Option<Aggregate> {
     let mut by_submitter: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     let mut first_seen: BTreeMap<usize, f64> = BTreeMap::new();
     let mut all = Vec::new();

@@ -2,7 +2,7 @@
 //! (`check_submission`) and the HTTP fuzz test (the ingest server answers 4xx) draw from this one
 //! generator. Deterministic: the same seed gives the same documents.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 fn bytes(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).expect("a Value serializes")
@@ -79,7 +79,16 @@ pub fn malformed(rng: &mut Rng, good: &Value, paths: &[String]) -> Vec<u8> {
                 2 => json!(-0.5),
                 _ => json!(u64::MAX as f64 * 16.0),
             };
-            let targets = ["/memory/total_bytes", "/memory/usable_bytes", "/bandwidth/d2d_gbs", "/bandwidth/h2d_pinned_gbs", "/latency/0/alloc_us", "/run_seconds", "/vmm/map/0/map_us", "/pools/alloc_async/0/reuse_us"];
+            let targets = [
+                "/memory/total_bytes",
+                "/memory/usable_bytes",
+                "/bandwidth/d2d_gbs",
+                "/bandwidth/h2d_pinned_gbs",
+                "/latency/0/alloc_us",
+                "/run_seconds",
+                "/vmm/map/0/map_us",
+                "/pools/alloc_async/0/reuse_us",
+            ];
             *v.pointer_mut(targets[rng.below(targets.len() as u64) as usize]).unwrap() = x;
             bytes(&v)
         }
@@ -144,8 +153,7 @@ pub fn malformed(rng: &mut Rng, good: &Value, paths: &[String]) -> Vec<u8> {
             }
         }
         _ => {
-            const OTHER: [&[u8]; 9] =
-                [b"null", b"[]", b"\"report\"", b"42", b"", b"{}", b"{\"schema_version\":1}", b"\xef\xbb\xbf{}", b"{\"a\":1}{\"b\":2}"];
+            const OTHER: [&[u8]; 9] = [b"null", b"[]", b"\"report\"", b"42", b"", b"{}", b"{\"schema_version\":1}", b"\xef\xbb\xbf{}", b"{\"a\":1}{\"b\":2}"];
             OTHER[rng.below(OTHER.len() as u64) as usize].to_vec()
         }
     }

@@ -38,19 +38,19 @@ pub const MAX_PROBLEMS: usize = 32;
 /// `device.uuid_hash` (salted hash of the GPU UUID).
 pub const PRIVATE_FIELDS: [&str; 2] = ["/device/install_id", "/device/uuid_hash"];
 
-mod schema;
-mod types;
-mod submission;
-mod public;
-mod plausibility;
 mod aggregate;
 pub mod malformed;
+mod plausibility;
+mod public;
+mod schema;
+mod submission;
 #[cfg(test)]
 mod tests;
+mod types;
 
-pub use schema::*;
-pub use types::*;
-pub use submission::*;
-pub use public::*;
-pub use plausibility::*;
 pub use aggregate::*;
+pub use plausibility::*;
+pub use public::*;
+pub use schema::*;
+pub use submission::*;
+pub use types::*;

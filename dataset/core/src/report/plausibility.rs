@@ -25,10 +25,8 @@ pub(super) fn name_key(name: &str) -> NameKey {
             _ => {}
         }
     }
-    let words: Vec<String> =
-        plain.to_lowercase().split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect();
-    const NOISE: [&str; 12] =
-        ["nvidia", "geforce", "tesla", "gpu", "hbm2", "hbm2e", "hbm3", "hbm3e", "edition", "workstation", "max", "q"];
+    let words: Vec<String> = plain.to_lowercase().split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect();
+    const NOISE: [&str; 12] = ["nvidia", "geforce", "tesla", "gpu", "hbm2", "hbm2e", "hbm3", "hbm3e", "edition", "workstation", "max", "q"];
     let mut key = NameKey { model: Vec::new(), form: None, capacity_gb: None };
     let mut i = 0;
     while i < words.len() {
@@ -72,11 +70,7 @@ pub fn match_gpu<'a>(name: &str, total_bytes: u64, gpus: &'a [Gpu]) -> Option<&'
     // Only catalog names that contain the device's model number (or last word) are keyed.
     let anchor = dev.model.iter().rev().find(|w| w.bytes().any(|b| b.is_ascii_digit())).unwrap_or(&dev.model[dev.model.len() - 1]);
     let contains_anchor = |name: &str| name.as_bytes().windows(anchor.len()).any(|w| w.eq_ignore_ascii_case(anchor.as_bytes()));
-    let keyed: Vec<(&Gpu, NameKey)> = gpus
-        .iter()
-        .filter(|g| contains_anchor(&g.name))
-        .map(|g| (g, name_key(&g.name)))
-        .collect();
+    let keyed: Vec<(&Gpu, NameKey)> = gpus.iter().filter(|g| contains_anchor(&g.name)).map(|g| (g, name_key(&g.name))).collect();
     let mut candidates: Vec<&(&Gpu, NameKey)> = keyed
         .iter()
         .filter(|(_, k)| k.model == dev.model)
@@ -217,14 +211,12 @@ pub fn review_notes(r: &Report) -> Vec<String> {
     }
     let major = r.device.driver_cuda_version.split('.').next().and_then(|x| x.parse::<u32>().ok());
     if major.is_some_and(|m| m > NEWEST_CUDA_MAJOR) {
-        out.push(format!(
-            "driver CUDA version {} is newer than any this build knows (up to {NEWEST_CUDA_MAJOR}.x)",
-            quote(&r.device.driver_cuda_version)
-        ));
+        out.push(format!("driver CUDA version {} is newer than any this build knows (up to {NEWEST_CUDA_MAJOR}.x)", quote(&r.device.driver_cuda_version)));
     }
     let normalized = normalize_name(&r.device.name);
     if normalized != r.device.name {
-        let raw: String = r.device.name.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c.to_string() } else { format!("\\u{{{:04X}}}", c as u32) }).collect();
+        let raw: String =
+            r.device.name.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c.to_string() } else { format!("\\u{{{:04X}}}", c as u32) }).collect();
         out.push(format!("device name matched as \"{normalized}\"; sent as \"{raw}\""));
     }
     out
@@ -277,11 +269,7 @@ fn identity_problems(r: &Report, out: &mut Vec<String>) {
         out.push("$.device.name: empty".to_string());
     }
     if newer_than_this_build(&r.probe_version) {
-        out.push(format!(
-            "$.probe_version: {} is newer than any probe released (this server is {})",
-            quote(&r.probe_version),
-            env!("CARGO_PKG_VERSION")
-        ));
+        out.push(format!("$.probe_version: {} is newer than any probe released (this server is {})", quote(&r.probe_version), env!("CARGO_PKG_VERSION")));
     }
     if r.device.index > MAX_DEVICE_INDEX {
         out.push(format!("$.device.index: {} is not a device index", r.device.index));
@@ -300,22 +288,10 @@ fn capacity_problems(r: &Report, gpu: Option<&Gpu>, out: &mut Vec<String>) {
         Some(g) => {
             let nominal = g.memory_gb * GIB;
             if (total as f64) < nominal * MIN_CAPACITY_SHARE {
-                out.push(format!(
-                    "$.memory.total_bytes: {} is less than half the {} GB the {} has ({}): not this GPU",
-                    gib(total),
-                    g.memory_gb,
-                    g.name,
-                    g.id
-                ));
+                out.push(format!("$.memory.total_bytes: {} is less than half the {} GB the {} has ({}): not this GPU", gib(total), g.memory_gb, g.name, g.id));
             }
             if total as f64 > nominal * (1.0 + CAPACITY_SLACK) {
-                out.push(format!(
-                    "$.memory.total_bytes: {} is above the {} GB the {} has ({})",
-                    gib(total),
-                    g.memory_gb,
-                    g.name,
-                    g.id
-                ));
+                out.push(format!("$.memory.total_bytes: {} is above the {} GB the {} has ({})", gib(total), g.memory_gb, g.name, g.id));
             }
             if g.compute_capability != r.device.compute_capability {
                 out.push(format!(
@@ -341,11 +317,7 @@ fn capacity_problems(r: &Report, gpu: Option<&Gpu>, out: &mut Vec<String>) {
         }
     }
     if m.usable_bytes > m.free_bytes_with_context && m.free_bytes_with_context <= total {
-        out.push(format!(
-            "$.memory.usable_bytes: {} is above free_bytes_with_context ({})",
-            gib(m.usable_bytes),
-            gib(m.free_bytes_with_context)
-        ));
+        out.push(format!("$.memory.usable_bytes: {} is above free_bytes_with_context ({})", gib(m.usable_bytes), gib(m.free_bytes_with_context)));
     }
     if m.largest_allocation_bytes > m.free_bytes_with_context && m.free_bytes_with_context <= total {
         out.push(format!(
@@ -460,7 +432,6 @@ fn fragmentation_problems(r: &Report, out: &mut Vec<String>) {
     }
 }
 
-
 /// What cannot be true of an allocator check: an unknown verdict, a verdict its cases
 /// contradict, a case whose free memory exceeds the card or whose `exact` flag disagrees with
 /// its own figures.
@@ -470,7 +441,13 @@ pub(super) fn alloc_check_problems(c: &AllocCheck, total: u64) -> Vec<String> {
         out.push(format!("$.allocator_check.verdict: `{}` is not one of {}", quote(&c.verdict), ALLOC_CHECK_VERDICTS.join(", ")));
     }
     let all_exact = c.cases.iter().all(|x| x.exact);
-    let expected = if c.cases.is_empty() { "skipped" } else if all_exact { "exact" } else { "diverged" };
+    let expected = if c.cases.is_empty() {
+        "skipped"
+    } else if all_exact {
+        "exact"
+    } else {
+        "diverged"
+    };
     if ALLOC_CHECK_VERDICTS.contains(&c.verdict.as_str()) && c.verdict != expected {
         out.push(format!("$.allocator_check.verdict: `{}` but its cases say `{expected}`", c.verdict));
     }

@@ -115,9 +115,7 @@ pub(super) fn walk(schema: &Value, v: &Value, path: &Path<'_>, out: &mut Vec<Str
             }
             match props.and_then(|p| p.get(k)) {
                 Some(sub) => walk(sub, val, &Path::Key(path, k), out),
-                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    out.push(format!("{}: not allowed", Path::Key(path, k)))
-                }
+                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => out.push(format!("{}: not allowed", Path::Key(path, k))),
                 None => {}
             }
         }

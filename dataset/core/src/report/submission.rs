@@ -36,11 +36,7 @@ impl Rejection {
     /// The JSON paths the problems name (`$.memory.total_bytes`), without duplicates.
     pub fn fields(&self) -> Vec<String> {
         let mut seen = BTreeSet::new();
-        self.problems()
-            .iter()
-            .filter_map(|p| p.split_once(": ").map(|(f, _)| f.to_string()))
-            .filter(|f| f.starts_with('$') && seen.insert(f.clone()))
-            .collect()
+        self.problems().iter().filter_map(|p| p.split_once(": ").map(|(f, _)| f.to_string())).filter(|f| f.starts_with('$') && seen.insert(f.clone())).collect()
     }
 
     /// One human sentence: the first problem, and how many more there are.
@@ -127,11 +123,7 @@ pub fn parse_strict(body: &[u8]) -> Result<Value, serde_json::Error> {
         fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
             const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: every integer below is exact
             Ok(if v.fract() == 0.0 && v.abs() < EXACT {
-                if v >= 0.0 {
-                    Value::from(v as u64)
-                } else {
-                    Value::from(v as i64)
-                }
+                if v >= 0.0 { Value::from(v as u64) } else { Value::from(v as i64) }
             } else {
                 serde_json::Number::from_f64(v).map(Value::Number).unwrap_or(Value::Null)
             })
@@ -254,9 +246,7 @@ pub fn check_value(v: &Value, gpus: &[Gpu]) -> Result<Checked, Rejection> {
         Some(x) if !x.as_u64().is_some_and(|n| ACCEPTED_SCHEMA_VERSIONS.contains(&n)) => {
             let shown = quote(&x.to_string());
             let accepted = ACCEPTED_SCHEMA_VERSIONS.map(|n| n.to_string()).join(", ");
-            return Err(Rejection::SchemaVersion(format!(
-                "$.schema_version: {shown} is not supported (this server accepts {accepted})"
-            )));
+            return Err(Rejection::SchemaVersion(format!("$.schema_version: {shown} is not supported (this server accepts {accepted})")));
         }
         Some(_) => {}
     }

@@ -98,12 +98,15 @@ fn impossible_latencies_capacities_and_versions_are_refused() {
     refused(&|v| v["latency"][0]["alloc_us"] = json!(0.0), "faster than any driver call");
     refused(&|v| v["pools"]["alloc_async"][0]["reuse_us"] = json!(0.001), "faster than any driver call");
     // An "H200" with 40 GiB is not an H200.
-    refused(&|v| {
-        v["memory"]["total_bytes"] = json!(40u64 << 30);
-        for f in ["free_bytes_with_context", "free_bytes_after", "usable_bytes", "largest_allocation_bytes"] {
-            v["memory"][f] = json!(30u64 << 30);
-        }
-    }, "less than half");
+    refused(
+        &|v| {
+            v["memory"]["total_bytes"] = json!(40u64 << 30);
+            for f in ["free_bytes_with_context", "free_bytes_after", "usable_bytes", "largest_allocation_bytes"] {
+                v["memory"][f] = json!(30u64 << 30);
+            }
+        },
+        "less than half",
+    );
     refused(&|v| v["probe_version"] = json!("99.0.0"), "newer than any probe released");
     // Flagged, not refused: a driver newer than this build knows, usable far below total.
     let mut v = example();
@@ -500,7 +503,7 @@ fn rfc3339_times_read_back_as_unix_seconds() {
 
 #[test]
 fn ten_thousand_malformed_documents_are_all_refused_without_panicking() {
-    use super::malformed::{leaves, malformed, Rng};
+    use super::malformed::{Rng, leaves, malformed};
     let good = example();
     let paths = leaves(&good);
     let cat = catalog();
