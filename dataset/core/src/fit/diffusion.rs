@@ -46,6 +46,12 @@ pub fn guidance_batched(family: Family) -> (bool, &'static str) {
     }
 }
 
+/// The format a pipeline computes in, and its text encoders default to: the denoiser's when it is
+/// a float format, bf16 under a quantized (GGUF) one.
+pub fn compute_format(ds: &Dataset, precision: &str) -> String {
+    if ds.quant(precision).is_some_and(|q| q.family == crate::QuantFamily::Float) { precision.to_string() } else { "bf16".to_string() }
+}
+
 /// The model's native output size (width, height).
 /// The size a model was trained at, which its pipeline uses by default (claims
 /// `fit-default-size-*`, `fit-default-width-wan`, `fit-default-height-wan`).
@@ -193,7 +199,7 @@ fn shape<'a>(ds: &'a Dataset, m: &Model, d: &Diffusion) -> Result<Shape<'a>, Str
     let tc = m.temporal_compression.unwrap_or(1) as u64;
     let (batched, guidance_claim) = guidance_batched(m.family);
     let den_fmt = quant(ds, &d.precision, "precision")?;
-    let compute_fmt = if den_fmt.family == crate::QuantFamily::Float { d.precision.clone() } else { "bf16".to_string() };
+    let compute_fmt = compute_format(ds, &d.precision);
     Ok(Shape {
         w,
         h,

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::{Dataset, Modality, QuantFamily};
+use crate::{Dataset, Modality};
 
 /// The model select's value that opens the "your model" panel.
 pub const OWN_MODEL: &str = "custom";
@@ -138,50 +138,55 @@ fn models<'a>(names: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<Choice> {
     c
 }
 
+/// A text field of the state ("" when unset or not text).
+fn text<'a>(s: &'a Map<String, Value>, field: &str) -> &'a str {
+    s.get(field).and_then(Value::as_str).unwrap_or("")
+}
+
 /// The fields the form shows for this state, in order.
 pub fn fields(ds: &Dataset, s: &Map<String, Value>) -> Vec<(Field, Input)> {
-    let text = |f: &str| s.get(f).and_then(Value::as_str).unwrap_or("").to_string();
     let llms = || models(ds.llms.iter().map(|m| (m.id.as_str(), m.name.as_str())));
     match s.get("kind").and_then(Value::as_str).unwrap_or("llm-inference") {
         "training" => training_fields(s, llms()),
-        "diffusion" => {
-            let video = ds.diffusion_model(&text("model")).is_some_and(|m| m.modality == Modality::Video);
-            // Empty: the engine's default, which follows the denoiser (bf16 under a GGUF one).
-            let den = text("precision");
-            let follows = if ds.quant(&den).is_some_and(|q| q.family == QuantFamily::Float) { den } else { "bf16".into() };
-            let mut te = vec![Choice { value: String::new(), text: ChoiceText::DefaultFormat(follows) }];
-            te.extend(formats(ds, &["fp32", "bf16", "fp16", "fp8"]));
-            let mut c = vec![
-                select(Field::Model, models(ds.diffusion.iter().map(|m| (m.id.as_str(), m.name.as_str())))),
-                select(Field::Precision, formats(ds, &["fp32", "bf16", "fp16", "fp8", "Q8_0", "Q6_K", "Q5_K_S", "Q4_K_S", "Q3_K_S"])),
-                select(Field::TextEncoderPrecision, te),
-                number(Field::Width, "8"),
-                number(Field::Height, "8"),
-            ];
-            if video {
-                c.push(number(Field::Frames, "4"));
-            }
-            c.extend([
-                number(Field::Batch, "1"),
-                (Field::Cfg, Input::Check),
-                select(
-                    Field::Component,
-                    worded(&[
-                        ("pipeline", Word::ComponentPipeline),
-                        ("denoiser", Word::ComponentDenoiser),
-                        ("text-encoder", Word::ComponentTextEncoder),
-                        ("vae-decode", Word::ComponentVaeDecode),
-                    ]),
-                ),
-                select(Field::TextEncoders, worded(&[("gpu", Word::OnGpu), ("cpu", Word::OnCpu)])),
-                select(Field::Offload, worded(&[("none", Word::OffloadNone), ("model", Word::OffloadModel), ("sequential", Word::OffloadSequential)])),
-                number(Field::BlockSwap, "1"),
-                (Field::TiledVae, Input::Check),
-            ]);
-            c
-        }
+        "diffusion" => diffusion_fields(ds, s),
         _ => inference_fields(ds, s, llms()),
     }
+}
+
+fn diffusion_fields(ds: &Dataset, s: &Map<String, Value>) -> Vec<(Field, Input)> {
+    let video = ds.diffusion_model(text(s, "model")).is_some_and(|m| m.modality == Modality::Video);
+    // Empty: the engine's default, the pipeline's compute format.
+    let follows = super::diffusion::compute_format(ds, text(s, "precision"));
+    let mut te = vec![Choice { value: String::new(), text: ChoiceText::DefaultFormat(follows) }];
+    te.extend(formats(ds, &["fp32", "bf16", "fp16", "fp8"]));
+    let mut c = vec![
+        select(Field::Model, models(ds.diffusion.iter().map(|m| (m.id.as_str(), m.name.as_str())))),
+        select(Field::Precision, formats(ds, &["fp32", "bf16", "fp16", "fp8", "Q8_0", "Q6_K", "Q5_K_S", "Q4_K_S", "Q3_K_S"])),
+        select(Field::TextEncoderPrecision, te),
+        number(Field::Width, "8"),
+        number(Field::Height, "8"),
+    ];
+    if video {
+        c.push(number(Field::Frames, "4"));
+    }
+    c.extend([
+        number(Field::Batch, "1"),
+        (Field::Cfg, Input::Check),
+        select(
+            Field::Component,
+            worded(&[
+                ("pipeline", Word::ComponentPipeline),
+                ("denoiser", Word::ComponentDenoiser),
+                ("text-encoder", Word::ComponentTextEncoder),
+                ("vae-decode", Word::ComponentVaeDecode),
+            ]),
+        ),
+        select(Field::TextEncoders, worded(&[("gpu", Word::OnGpu), ("cpu", Word::OnCpu)])),
+        select(Field::Offload, worded(&[("none", Word::OffloadNone), ("model", Word::OffloadModel), ("sequential", Word::OffloadSequential)])),
+        number(Field::BlockSwap, "1"),
+        (Field::TiledVae, Input::Check),
+    ]);
+    c
 }
 
 fn training_fields(s: &Map<String, Value>, llms: Vec<Choice>) -> Vec<(Field, Input)> {
@@ -198,7 +203,7 @@ fn training_fields(s: &Map<String, Value>, llms: Vec<Choice>) -> Vec<(Field, Inp
         number(Field::Batch, "1"),
         (Field::GradientCheckpointing, Input::Check),
     ];
-    if s.get("method").and_then(Value::as_str).unwrap_or("") != "full" {
+    if text(s, "method") != "full" {
         c.push(number(Field::LoraRank, "1"));
     }
     c.push(number(Field::Gpus, "1"));
@@ -214,12 +219,11 @@ fn training_fields(s: &Map<String, Value>, llms: Vec<Choice>) -> Vec<(Field, Inp
 }
 
 fn inference_fields(ds: &Dataset, s: &Map<String, Value>, llms: Vec<Choice>) -> Vec<(Field, Input)> {
-    let text = |f: &str| s.get(f).and_then(Value::as_str).unwrap_or("").to_string();
-    let engine = text("engine");
+    let engine = text(s, "engine");
     // A model file's own format joins the list when it is not one of the usual ones.
     let mut weights =
         formats(ds, &["bf16", "fp16", "fp8", "int8", "awq-int4", "gptq-int4", "nf4", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_K_S", "Q3_K_M", "IQ4_XS", "Q2_K"]);
-    let current = text("weights");
+    let current = text(s, "weights").to_string();
     if !weights.iter().any(|c| c.value == current) && ds.quant(&current).is_some() {
         weights.push(Choice { value: current, text: ChoiceText::Value });
     }
@@ -235,10 +239,10 @@ fn inference_fields(ds: &Dataset, s: &Map<String, Value>, llms: Vec<Choice>) -> 
         // The GPUs the model is spread over (another card in the machine sets it too).
         c.push(number_or(Field::Gpus, "1", "1".into()));
     }
-    match engine.as_str() {
+    match engine {
         "vllm" => c.push(number(Field::GpuMemoryUtilization, "0.01")),
         "llama.cpp" | "ollama" => {
-            let m = ds.llm(&text("model"));
+            let m = ds.llm(text(s, "model"));
             // -ngl counts the output layer: the default is "every layer".
             c.push(number_or(Field::GpuLayers, "1", m.map(|m| (m.layers + 1).to_string()).unwrap_or_default()));
             c.push(select(Field::FlashAttention, worded(&[("true", Word::FlashAttentionOn), ("false", Word::FlashAttentionOff)])));
@@ -309,9 +313,8 @@ pub fn offers_more_cards(state: &Map<String, Value>) -> bool {
 /// Whether a training workload's form offers CPU offload: once its states are sharded (a ZeRO
 /// stage, or FSDP), or when the state already names an offload (so it can be taken back).
 pub fn offers_cpu_offload(state: &Map<String, Value>) -> bool {
-    let text = |k: &str| state.get(k).and_then(Value::as_str).unwrap_or("");
     let zero = state.get("zero").and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|x| x.parse().ok()))).unwrap_or(0);
-    zero > 0 || !text("fsdp").is_empty() || !text("cpu_offload").is_empty()
+    zero > 0 || !text(state, "fsdp").is_empty() || !text(state, "cpu_offload").is_empty()
 }
 
 #[cfg(test)]
