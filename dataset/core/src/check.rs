@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::units::{UNITS, unit_scale};
 use crate::{Claim, Dataset, Lang, Source, SourceKind, Text, Verdict};
 
 /// One thing wrong with the data, located by file and claim id.
@@ -35,68 +36,8 @@ impl fmt::Display for Problem {
     }
 }
 
-/// Units a value or a derivation may have (KB…TB decimal, KiB…TiB binary).
-pub const UNITS: [&str; 32] = [
-    "B",
-    "KB",
-    "MB",
-    "GB",
-    "TB",
-    "KiB",
-    "MiB",
-    "GiB",
-    "TiB",
-    "GB/s",
-    "TB/s",
-    "bit",
-    "bits/weight",
-    "bytes/param",
-    "params",
-    "tokens",
-    "layers",
-    "blocks",
-    "frames",
-    "px",
-    "%",
-    "x",
-    "fraction",
-    "us",
-    "ms",
-    "s",
-    "min",
-    "steps",
-    "images",
-    "EUR/h",
-    "version",
-    "count",
-];
-
 /// Default relative tolerance between an aggregate's median and the claim's value.
 pub const MEASUREMENT_TOLERANCE: f64 = 0.05;
-
-/// A unit's dimension and its factor to the dimension's base (bytes, GB/s, µs); None for units
-/// that do not convert.
-pub fn unit_scale(unit: &str) -> Option<(&'static str, f64)> {
-    Some(match unit {
-        "B" => ("bytes", 1.0),
-        "KB" => ("bytes", 1e3),
-        "MB" => ("bytes", 1e6),
-        "GB" => ("bytes", 1e9),
-        "TB" => ("bytes", 1e12),
-        "KiB" => ("bytes", 1024.0),
-        "MiB" => ("bytes", 1024.0 * 1024.0),
-        "GiB" => ("bytes", 1024.0 * 1024.0 * 1024.0),
-        "TiB" => ("bytes", 1024.0 * 1024.0 * 1024.0 * 1024.0),
-        "GB/s" => ("bandwidth", 1.0),
-        "TB/s" => ("bandwidth", 1000.0),
-        "us" => ("time", 1.0),
-        "ms" => ("time", 1e3),
-        "s" => ("time", 1e6),
-        "min" => ("time", 6e7),
-        "%" => ("share", 1.0),
-        _ => return None,
-    })
-}
 
 /// Default relative tolerance of a derivation.
 pub const DERIVATION_TOLERANCE: f64 = 0.005;

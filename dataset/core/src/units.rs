@@ -1,6 +1,8 @@
 //! Byte units as the data and the people who write it spell them: decimal (`KB`, `MB`, `GB`,
 //! `TB`, as vendors state memory) and binary (`KiB`, `MiB`, `GiB`, `TiB`, as drivers and
-//! allocators count it). The one table claims' values, derivations and card sizes read.
+//! allocators count it). The one table claims' values, derivations and card sizes read, with
+//! the units a claim's value may have and how they convert. (The allocator model, which depends
+//! on nothing of the dataset, parses its own command-line sizes: `headroom_alloc::sweep::parse_size`.)
 
 pub const KIB: f64 = 1024.0;
 pub const MIB: f64 = 1024.0 * KIB;
@@ -22,6 +24,31 @@ pub fn bytes_per(unit: &str) -> Option<f64> {
     })
 }
 
+/// Units a value or a derivation may have (KB…TB decimal, KiB…TiB binary).
+#[rustfmt::skip]
+pub const UNITS: [&str; 32] = [
+    "B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "GB/s", "TB/s", "bit", "bits/weight", "bytes/param", "params", "tokens",
+    "layers", "blocks", "frames", "px", "%", "x", "fraction", "us", "ms", "s", "min", "steps", "images", "EUR/h", "version", "count",
+];
+
+/// A unit's dimension and its factor to the dimension's base (bytes, GB/s, µs); None for units
+/// that do not convert.
+pub fn unit_scale(unit: &str) -> Option<(&'static str, f64)> {
+    if let Some(b) = bytes_per(unit) {
+        return Some(("bytes", b));
+    }
+    Some(match unit {
+        "GB/s" => ("bandwidth", 1.0),
+        "TB/s" => ("bandwidth", 1000.0),
+        "us" => ("time", 1.0),
+        "ms" => ("time", 1e3),
+        "s" => ("time", 1e6),
+        "min" => ("time", 6e7),
+        "%" => ("share", 1.0),
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,5 +60,8 @@ mod tests {
         assert_eq!(bytes_per("TiB"), Some(1099511627776.0));
         assert_eq!(bytes_per("%"), None);
         assert_eq!(bytes_per("gib"), None);
+        assert_eq!(unit_scale("GiB"), Some(("bytes", 1073741824.0)));
+        assert_eq!(unit_scale("ms"), Some(("time", 1e3)));
+        assert_eq!(unit_scale("tokens"), None);
     }
 }
