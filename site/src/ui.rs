@@ -74,6 +74,7 @@ pub fn term_label(lang: Lang, term: TermId) -> &'static str {
         TermId::DdpGradientBuckets => k::TERM_DDP_GRADIENT_BUCKETS,
         TermId::FsdpGatheredLayers => k::TERM_FSDP_GATHERED_LAYERS,
         TermId::ZeroOffload => k::TERM_ZERO_OFFLOAD,
+        TermId::ZeroReduceBucket => k::TERM_ZERO_REDUCE_BUCKET,
     };
     t(lang, key)
 }

@@ -15,6 +15,17 @@ transformers' Llama classes, two optimizer steps), with the model wrapped for da
   fsdp2-offload
         torch.distributed.fsdp.fully_shard (FSDP2) on each decoder layer and then the root, with
         CPUOffloadPolicy (parameters, gradients and optimizer states on the CPU).
+  zero1, zero2, zero3
+        DeepSpeed's ZeRO stage 1, 2 or 3 (deepspeed.initialize with its default buckets; `bf16`
+        enabled for a 16-bit precision, the client's torch AdamW), engine.backward and engine.step.
+  zero2-offload, zero3-offload
+        the same with offload_optimizer to the CPU (pinned), and for stage 3 offload_param too.
+        zero3-offload is not in the reference set: the engine does not model it yet (its run is in
+        ../unmodelled/). The offloaded runs use torch's AdamW on the CPU, so their system RAM is
+        not what DeepSpeedCPUAdam would take.
+        DeepSpeed comes from the Python registry: `pip download deepspeed==0.19.6` (source) and its
+        dependencies as wheels into one folder, installed on the device with
+        `pip install --no-index --find-links DIR --no-build-isolation deepspeed` (run-deepspeed.sh).
 
 Offloading runs also record the host side: pinned bytes the CUDA host allocator holds and the
 process's resident set (VmRSS now, VmHWM its peak) before the wrap and after the steps.
@@ -55,6 +66,12 @@ RUNS = [
     ("fsdp2-offload", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, True),
     ("fsdp2-offload", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, False),
     ("fsdp2-offload", 1, "llama-3.2-3b", "full", "bf16", 2048, 1, True),
+    ("zero1", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, True),
+    ("zero2", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, True),
+    ("zero3", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, True),
+    ("zero2-offload", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, True),
+    ("zero3-offload", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, True),
+    ("zero2", 1, "llama-3.2-3b", "full", "bf16", 2048, 1, True),
 ]
 
 
@@ -67,8 +84,10 @@ def cases():
             w["lora_rank"] = 16
         if mode.startswith("fsdp"):
             w["fsdp"] = "full"
+        if mode.startswith("zero"):
+            w["zero"] = int(mode[4])
         if mode.endswith("offload"):
-            w["cpu_offload"] = "params"
+            w["cpu_offload"] = "optimizer" if mode == "zero2-offload" else "params"
         cid = f"{mode}{ranks}-{model}-{method}-{precision}-s{seq}-b{batch}" + ("-gc" if gc_on else "")
         out.append({"id": cid, "mode": mode, "ranks": ranks, "workload": w})
     return out
@@ -81,21 +100,26 @@ def rank_main(rank, case, port, result_path):
     shared = case["ranks"] > gpus
     device = 0 if shared else rank
     torch.cuda.set_device(device)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(device),
+                      WORLD_SIZE=str(case["ranks"]))
     dist.init_process_group("gloo" if shared else "nccl", rank=rank, world_size=case["ranks"])
     torch.empty(1, device="cuda")
     w = case["workload"]
     rec = {"rank": rank, "device": device, "backend": dist.get_backend()}
     try:
-        model = measure.build_model(torch, {"workload": {k: v for k, v in w.items() if k not in ("gpus", "fsdp", "cpu_offload")}})
+        model = measure.build_model(torch, {"workload": {k: v for k, v in w.items() if k not in ("gpus", "fsdp", "cpu_offload", "zero")}})
         if w.get("gradient_checkpointing"):
             # Enabled before wrapping: the wrapper hides the transformers method.
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if w["method"] == "lora":
                 model.enable_input_require_grads()
         host_before = host(torch)
+        optimizer = None
         if case["mode"] == "ddp":
             wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device])
+        elif case["mode"].startswith("zero"):
+            wrapped, optimizer = deepspeed_engine(torch, model, w)
+            rec["deepspeed"] = __import__("deepspeed").__version__
         elif case["mode"] == "fsdp2-offload":
             from torch.distributed.fsdp import fully_shard, CPUOffloadPolicy
             from transformers.models.llama.modeling_llama import LlamaDecoderLayer
@@ -119,7 +143,7 @@ def rank_main(rank, case, port, result_path):
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         rec["allocated_before"] = torch.cuda.memory_allocated()
-        detail = train(torch, wrapped, w)
+        detail = train(torch, wrapped, w, optimizer)
         torch.cuda.synchronize()
         rec.update(ok=True, peak_allocated=max(torch.cuda.max_memory_allocated(), detail.pop("overall")),
                    peak_reserved=torch.cuda.max_memory_reserved(), detail=detail,
@@ -150,10 +174,28 @@ def host(torch):
     return out
 
 
-def train(torch, model, w):
-    """measure.run_train's two steps on a wrapped model (its peak per phase)."""
+def deepspeed_engine(torch, model, w):
+    """The model under DeepSpeed ZeRO (stage `zero`), with its optimizer."""
+    import deepspeed
+    zc = {"stage": w["zero"]}
+    if w.get("cpu_offload") in ("optimizer", "params"):
+        zc["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    if w.get("cpu_offload") == "params":
+        zc["offload_param"] = {"device": "cpu", "pin_memory": True}
+    config = {"train_micro_batch_size_per_gpu": w["batch"], "gradient_accumulation_steps": 1, "zero_optimization": zc,
+              "bf16": {"enabled": w["precision"] in ("bf16", "mixed-bf16")}, "fp16": {"enabled": w["precision"] == "fp16"},
+              "zero_force_ds_cpu_optimizer": False, "steps_per_print": 10**9, "wall_clock_breakdown": False}
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
+    return engine, optimizer
+
+
+def train(torch, model, w, engine_optimizer=None):
+    """measure.run_train's two steps on a wrapped model (its peak per phase). A DeepSpeed engine
+    (with `engine_optimizer`) runs its own backward and step (which also clears the gradients)."""
+    ds = engine_optimizer is not None
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-5)
+    opt = engine_optimizer if ds else torch.optim.AdamW(params, lr=1e-5)
     model.train()
     ids = torch.randint(100, 1000, (w["batch"], w["seq"]), device="cuda")
     overall, phases = 0, []
@@ -168,11 +210,11 @@ def train(torch, model, w):
                 else:
                     loss = model(input_ids=ids, labels=ids, use_cache=False).loss
             elif name == "backward":
-                loss.backward()
+                model.backward(loss) if ds else loss.backward()
                 del loss
             elif name == "step":
-                opt.step()
-            else:
+                model.step() if ds else opt.step()
+            elif not ds:
                 opt.zero_grad(set_to_none=True)
             torch.cuda.synchronize()
             phases.append({"step": step, "phase": name, "peak": torch.cuda.max_memory_allocated()})

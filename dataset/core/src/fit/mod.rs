@@ -64,8 +64,9 @@ pub enum TermId {
     DdpGradientBuckets,
     FsdpGatheredLayers,
     ZeroOffload,
+    ZeroReduceBucket,
 }
-crate::string_enum!(TermId { Weights = "weights", KvCache = "kv-cache", Activations = "activations", Logits = "logits", Workspace = "workspace", CudaContext = "cuda-context", AllocatorHeadroom = "allocator-headroom", Gradients = "gradients", OptimizerStates = "optimizer-states", OptimizerStep = "optimizer-step", TextEncoderWeights = "text-encoder-weights", VaeWeights = "vae-weights", ComputeBuffer = "compute-buffer", GpuMemoryUtilizationHeadroom = "gpu-memory-utilization-headroom", Zero3GatheredLayer = "zero3-gathered-layer", DequantizedLayer = "dequantized-layer", AttentionMask = "attention-mask", SoftmaxCopy = "softmax-copy", PipelineCopies = "pipeline-copies", DdpGradientBuckets = "ddp-gradient-buckets", FsdpGatheredLayers = "fsdp-gathered-layers", ZeroOffload = "zero-offload" });
+crate::string_enum!(TermId { Weights = "weights", KvCache = "kv-cache", Activations = "activations", Logits = "logits", Workspace = "workspace", CudaContext = "cuda-context", AllocatorHeadroom = "allocator-headroom", Gradients = "gradients", OptimizerStates = "optimizer-states", OptimizerStep = "optimizer-step", TextEncoderWeights = "text-encoder-weights", VaeWeights = "vae-weights", ComputeBuffer = "compute-buffer", GpuMemoryUtilizationHeadroom = "gpu-memory-utilization-headroom", Zero3GatheredLayer = "zero3-gathered-layer", DequantizedLayer = "dequantized-layer", AttentionMask = "attention-mask", SoftmaxCopy = "softmax-copy", PipelineCopies = "pipeline-copies", DdpGradientBuckets = "ddp-gradient-buckets", FsdpGatheredLayers = "fsdp-gathered-layers", ZeroOffload = "zero-offload", ZeroReduceBucket = "zero-reduce-bucket" });
 
 impl PartialEq<&str> for TermId {
     fn eq(&self, other: &&str) -> bool {

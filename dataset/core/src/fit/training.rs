@@ -151,6 +151,11 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
         _ => {}
     }
     let params_off = offload == Some(TrainOffload::Params);
+    // DeepSpeed's ZeRO training in 16 bit (its bf16 or fp16 setting) keeps an fp32 master copy of
+    // each rank's partition beside the 16-bit weights and runs the optimizer on it, so the moments
+    // are fp32 too; its step turns the partition's 16-bit gradients into fp32 (claim
+    // `deepspeed-zero-16bit-fp32-master`).
+    let ds_mixed = t.zero > 0 && t.fsdp.is_none() && t.method == Method::Full && p.weight == 2.0 && !p.mixed;
     let shard = |s: u8| if stage >= s { group } else { 1.0 };
     let w_claims: &[&str] = match t.method {
         Method::Full => &["training-mixed-precision-adamw-16-bytes-per-param"],
@@ -163,14 +168,24 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
     b.add(TermId::Weights, resident_w, w_claims);
     let host_grads = trainable * train_bytes / shard(2);
     let grads = if params_off { 0.0 } else { host_grads };
-    let (state_bytes, o_claims): (f64, &[&str]) = match t.optimizer {
-        Optimizer::Adamw => (2.0 * train_bytes, &["training-mixed-precision-adamw-16-bytes-per-param"]),
-        Optimizer::Adamw8bit => (2.0, &["training-8bit-adamw-2-bytes-per-param"]),
-        Optimizer::Sgd => (0.0, &["fit-training-optimizer-step"]),
+    let (state_bytes, o_claims): (f64, &[&str]) = match (t.optimizer, ds_mixed) {
+        (Optimizer::Adamw, false) => (2.0 * train_bytes, &["training-mixed-precision-adamw-16-bytes-per-param"]),
+        (Optimizer::Adamw, true) => (12.0, &["training-mixed-precision-adamw-16-bytes-per-param", "deepspeed-zero-16bit-fp32-master"]),
+        (Optimizer::Adamw8bit, false) => (2.0, &["training-8bit-adamw-2-bytes-per-param"]),
+        (Optimizer::Adamw8bit, true) => (6.0, &["training-8bit-adamw-2-bytes-per-param", "deepspeed-zero-16bit-fp32-master"]),
+        (Optimizer::Sgd, false) => (0.0, &["fit-training-optimizer-step"]),
+        (Optimizer::Sgd, true) => (4.0, &["deepspeed-zero-16bit-fp32-master"]),
     };
     let host_states = trainable * state_bytes / shard(1);
-    let host_step = match t.optimizer {
-        Optimizer::Adamw => trainable * train_bytes / shard(1),
+    let host_step = match (t.optimizer, ds_mixed) {
+        // The gradients of the group the optimizer steps turned into fp32 (the whole partition; at
+        // stage 3 a sub-group of at most `sub_group_size`), and AdamW's temporary of that size.
+        (o, true) => {
+            let part = trainable / shard(1);
+            let group = if t.zero == 3 { part.min(claim_number(ds, "deepspeed-zero3-sub-group-size")?) } else { part };
+            group * if o == Optimizer::Adamw { 8.0 } else { 4.0 }
+        }
+        (Optimizer::Adamw, false) => trainable * train_bytes / shard(1),
         _ => 0.0,
     };
     let (states, step_temp) = if offload.is_some() { (0.0, 0.0) } else { (host_states, host_step) };
@@ -198,15 +213,20 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
     let forward_peak = saved + tokens * logits_fwd;
     let backward_start = saved + tokens * logits_bwd + head_grad;
     let backward_peak = backward_start.max(grads);
-    let step_peak = grads + step_temp;
+    // ZeRO stages 1 and 2 release the 16-bit gradients once they are in fp32; stage 3 keeps its
+    // preallocated gradient partition.
+    let step_grads = if ds_mixed && t.zero < 3 { 0.0 } else { grads };
+    let step_peak = step_grads + step_temp;
     let mut act_claims: Vec<&str> = vec!["fit-training-activations-per-layer", "fit-training-logits"];
     if lora && t.lora_targets != LoraTargets::AllLinear && !t.gradient_checkpointing {
         act_claims.push("fit-training-lora-untargeted-inputs");
     }
     if step_peak >= forward_peak && step_peak >= backward_peak {
-        b.add(TermId::Gradients, grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
+        b.add(TermId::Gradients, step_grads, &["training-mixed-precision-adamw-16-bytes-per-param"]);
         b.add(TermId::OptimizerStates, states, o_claims);
-        b.add(TermId::OptimizerStep, step_temp, &["fit-training-optimizer-step"]);
+        let step_claims: &[&str] =
+            if ds_mixed { &["fit-training-optimizer-step", "deepspeed-zero-16bit-fp32-master"] } else { &["fit-training-optimizer-step"] };
+        b.add(TermId::OptimizerStep, step_temp, step_claims);
         b.note("peak-optimizer-step", &[], "the peak is the optimizer step: gradients, states and the step's temporary buffer");
     } else if backward_peak >= forward_peak {
         b.add(TermId::OptimizerStates, states, o_claims);
@@ -244,8 +264,17 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
         } else {
             // ZeRO-3 gathers one layer's full weights at a time.
             b.add(TermId::Zero3GatheredLayer, weights / layers, &["training-fsdp-zero-shard-model-states"]);
+            if params_off {
+                // Measured above this (dataset/measurements/unmodelled/): what stage 3 keeps
+                // fetched with parameters offloaded is not modelled yet.
+                b.note("zero3-offload-lower-bound", &[], "with parameters offloaded, ZeRO-3 held more than this on Headroom's measuring GPU (DeepSpeed 0.19.6): it keeps fetched parameters the engine does not count yet; take this figure as a lower bound");
+            }
         }
     }
+    // ZeRO-3 allocates its reduce bucket when it starts: `reduce_bucket_size` elements of the
+    // trained type, whatever the world size.
+    let bucket = if t.zero == 3 && t.fsdp.is_none() { claim_number(ds, "deepspeed-zero3-reduce-bucket")? * train_bytes } else { 0.0 };
+    b.add(TermId::ZeroReduceBucket, bucket, &["deepspeed-zero3-reduce-bucket"]);
     if n > 1.0 && t.zero == 0 && t.fsdp.is_none() {
         // DistributedDataParallel all-reduces gradients through buckets that are a second copy of
         // them, kept for the whole run unless gradient_as_bucket_view is set.
@@ -255,7 +284,8 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
         // One layer dequantized to 16 bit at a time.
         b.add(TermId::DequantizedLayer, (params - embedding_params(m)) / layers * 2.0, &["training-qlora-loads-base-in-4bit"]);
     }
-    let dynamic = b.tensor_bytes() as f64 - resident_w - states - b.terms.iter().find(|t| t.term == "ddp-gradient-buckets").map_or(0.0, |t| t.bytes as f64);
+    let dynamic =
+        b.tensor_bytes() as f64 - resident_w - states - bucket - b.terms.iter().find(|t| t.term == "ddp-gradient-buckets").map_or(0.0, |t| t.bytes as f64);
     // Autocast's weight copies, made again by the recomputed forward under checkpointing, leave
     // more of the allocator's segments in pieces. The base is what a small step needs whatever its
     // size: with few transient bytes a share of them does not leave room for the loss's largest
