@@ -20,9 +20,9 @@ transformers' Llama classes, two optimizer steps), with the model wrapped for da
         enabled for a 16-bit precision, the client's torch AdamW), engine.backward and engine.step.
   zero2-offload, zero3-offload
         the same with offload_optimizer to the CPU (pinned), and for stage 3 offload_param too.
-        zero3-offload is not in the reference set: the engine does not model it yet (its run is in
-        ../unmodelled/). The offloaded runs use torch's AdamW on the CPU, so their system RAM is
-        not what DeepSpeedCPUAdam would take.
+        The offloaded runs use torch's AdamW on the CPU, so their system RAM is not what
+        DeepSpeedCPUAdam would take. EXPERIMENTS change a DeepSpeed default to test a mechanism;
+        their lines go to ../experiments/.
         DeepSpeed comes from the Python registry: `pip download deepspeed==0.19.6` (source) and its
         dependencies as wheels into one folder, installed on the device with
         `pip install --no-index --find-links DIR --no-build-isolation deepspeed` (run-deepspeed.sh).
@@ -72,12 +72,22 @@ RUNS = [
     ("zero2-offload", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, True),
     ("zero3-offload", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, True),
     ("zero2", 1, "llama-3.2-3b", "full", "bf16", 2048, 1, True),
+    ("zero3-offload", 1, "qwen3-0.6b", "full", "bf16", 2048, 1, True),
+    ("zero3-offload", 1, "llama-3.2-3b", "full", "bf16", 2048, 1, True),
+]
+
+# Experiments: a case as above with DeepSpeed settings other than the defaults the engine reads
+# (a `zero_optimization` override). They test a mechanism, not the engine: `dataset accuracy`
+# cannot read them, so their lines go to measurements/experiments/, not reference/.
+EXPERIMENTS = [
+    (("zero3-offload", 1, "llama-3.2-1b", "full", "bf16", 2048, 1, True), {"stage3_max_live_parameters": 100_000_000}),
 ]
 
 
 def cases():
     out = []
-    for mode, ranks, model, method, precision, seq, batch, gc_on in RUNS:
+    for run, extra in [(r, None) for r in RUNS] + EXPERIMENTS:
+        mode, ranks, model, method, precision, seq, batch, gc_on = run
         w = {"kind": "training", "model": model, "method": method, "precision": precision, "optimizer": "adamw",
              "seq": seq, "batch": batch, "gradient_checkpointing": gc_on, "gpus": ranks}
         if method == "lora":
@@ -89,7 +99,11 @@ def cases():
         if mode.endswith("offload"):
             w["cpu_offload"] = "optimizer" if mode == "zero2-offload" else "params"
         cid = f"{mode}{ranks}-{model}-{method}-{precision}-s{seq}-b{batch}" + ("-gc" if gc_on else "")
-        out.append({"id": cid, "mode": mode, "ranks": ranks, "workload": w})
+        case = {"id": cid, "mode": mode, "ranks": ranks, "workload": w}
+        if extra:
+            case["id"] += "-" + "-".join(f"{k}={v}" for k, v in extra.items())
+            case["zero_optimization"] = extra
+        out.append(case)
     return out
 
 
@@ -118,7 +132,7 @@ def rank_main(rank, case, port, result_path):
         if case["mode"] == "ddp":
             wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device])
         elif case["mode"].startswith("zero"):
-            wrapped, optimizer = deepspeed_engine(torch, model, w)
+            wrapped, optimizer = deepspeed_engine(torch, model, w, case.get("zero_optimization"))
             rec["deepspeed"] = __import__("deepspeed").__version__
         elif case["mode"] == "fsdp2-offload":
             from torch.distributed.fsdp import fully_shard, CPUOffloadPolicy
@@ -174,10 +188,11 @@ def host(torch):
     return out
 
 
-def deepspeed_engine(torch, model, w):
-    """The model under DeepSpeed ZeRO (stage `zero`), with its optimizer."""
+def deepspeed_engine(torch, model, w, extra=None):
+    """The model under DeepSpeed ZeRO (stage `zero`, `extra` settings of an experiment), with its
+    optimizer."""
     import deepspeed
-    zc = {"stage": w["zero"]}
+    zc = {"stage": w["zero"], **(extra or {})}
     if w.get("cpu_offload") in ("optimizer", "params"):
         zc["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if w.get("cpu_offload") == "params":
@@ -235,6 +250,7 @@ def run(case, out_path, port):
         os.remove(f"{tmp}.{r}")
     ok = all(r["ok"] for r in ranks)
     rec = {"id": case["id"], "workload": case["workload"], "mode": case["mode"], "env": measure.environment(torch),
+           **({"zero_optimization": case["zero_optimization"]} if "zero_optimization" in case else {}),
            "gpus_visible": torch.cuda.device_count(), "ranks": ranks, "ok": ok, "seconds": round(time.time() - t, 2)}
     if ok:
         # The reference fields dataset accuracy reads: the largest rank's figures.

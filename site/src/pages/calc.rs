@@ -837,7 +837,6 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         "vllm-parallel-unmodelled" => k::NOTE_VLLM_PARALLEL_UNMODELLED,
         "data-parallel" => k::NOTE_DATA_PARALLEL,
         "cpu-offload" => k::NOTE_CPU_OFFLOAD,
-        "zero3-offload-lower-bound" => k::NOTE_ZERO3_OFFLOAD_LOWER_BOUND,
         // A note this build does not know yet: the engine's own English sentence.
         _ => return n.text.clone(),
     };
