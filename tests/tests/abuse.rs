@@ -176,7 +176,16 @@ fn one_client_holding_slow_reads_cannot_starve_others() {
     let waited = started.elapsed();
     assert!(waited < Duration::from_secs(3), "other clients waited {waited:?} behind the slow readers");
     // The abuser's connections beyond its share were closed at once...
-    let refused = held.iter().filter(|s| closed_now(s)).count();
+    // "At once": well inside the write timeout; a busy machine gets up to a second to work
+    // through the accepts (CI saw 824 of 905 at the first look while another build ran).
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let refused = loop {
+        let n = held.iter().filter(|s| closed_now(s)).count();
+        if n >= held.len() - 64 || Instant::now() > deadline {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     eprintln!("{refused} of {} slow-read connections closed at once", held.len());
     assert!(refused >= held.len() - 64, "only {refused} of {} closed at once", held.len());
     // ...and the ones it was given once their writes stalled for the write timeout (4 s).
