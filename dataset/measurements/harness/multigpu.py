@@ -270,9 +270,10 @@ def main():
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--out", default="multigpu.jsonl")
     a = ap.parse_args()
-    todo = [c for c in cases() if not a.only or c["id"] in a.only]
-    if a.list:
-        for c in todo:
+    # Experiments run only when named: their lines belong in ../experiments/, not with the reference runs.
+    todo = [c for c in cases() if c["id"] in a.only or (not a.only and "zero_optimization" not in c)]
+    if a.list:  # every case, experiments included
+        for c in [c for c in cases() if not a.only or c["id"] in a.only]:
             print(c["id"], json.dumps(c["workload"]))
         return
     for i, c in enumerate(todo):
