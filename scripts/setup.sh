@@ -6,6 +6,7 @@
 #   - Debian's chromium and chromium-driver for the browser tests
 #   - the x86_64-pc-windows-gnu target and Debian's MinGW-w64 C compiler: CI checks that the probe
 #     builds for Windows (`cargo xtask windows`; ring's build script compiles C for the target)
+#   - Debian's brotli and gzip: `cargo xtask dist` precompresses the site's files with them
 #   - rustfmt (rustup's component): `cargo xtask test` checks the formatting first
 #   - Debian's postgresql server programs: the store tests run on a throwaway PostgreSQL cluster
 #     (cargo xtask test makes it with initdb in a temporary directory; no system cluster is made)
@@ -23,6 +24,15 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-wqy-zenhei fontconfig >/dev/null
 fi
 echo "[setup] ok: $(chromium --version 2>/dev/null | head -1); $(chromedriver --version | head -1)" >&2
+
+if ! command -v brotli >/dev/null 2>&1 || ! command -v gzip >/dev/null 2>&1; then
+  echo "[setup] installing Debian's brotli and gzip (the site's files are precompressed)" >&2
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends brotli gzip >/dev/null
+fi
 
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
   echo "[setup] installing Debian's postgresql (the store tests start a throwaway server of their own)" >&2

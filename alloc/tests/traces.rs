@@ -3,7 +3,11 @@
 use headroom_alloc::trace::{self, OP_ALLOC, OP_FREE_COMPLETED, OP_FREE_REQUESTED, POS_INITIAL};
 use headroom_alloc::{Options, config, replay};
 
-const REF: &str = "/work/shared/reference/allocator-probes/results-2.11.0-h200";
+/// Real snapshots from PyTorch 2.11 on an H200, written by tests/data/h200/record.py.
+fn h200(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (tests/data/h200/record.py writes it)", path.display()))
+}
 
 fn fidelity(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fidelity/traces").join(name)
@@ -56,11 +60,7 @@ fn pickle_errors_name_the_byte() {
 #[test]
 fn reference_snapshots_from_the_h200() {
     // snapshot_default.pkl: recorded from the start; one alloc freed, one alive, one pending
-    let Ok(bytes) = std::fs::read(format!("{REF}/snapshot_default.pkl")) else {
-        eprintln!("reference snapshots not present; skipped");
-        return;
-    };
-    let t = trace::parse(&bytes).unwrap();
+    let t = trace::parse(&h200("snapshot_default.pkl")).unwrap();
     assert_eq!(t.format, trace::Format::Snapshot);
     assert_eq!(t.initial, 0);
     assert_eq!(t.events[0].op, OP_ALLOC);
@@ -72,7 +72,7 @@ fn reference_snapshots_from_the_h200() {
     let out = replay(&t, &Options::new(config::parse("").unwrap(), 150_109_880_320));
     assert!(!out.oom);
     for f in ["live_default.pkl", "snapshot_es.pkl", "live_es.pkl"] {
-        let t = trace::parse(&std::fs::read(format!("{REF}/{f}")).unwrap()).unwrap();
+        let t = trace::parse(&h200(f)).unwrap();
         let out = replay(&t, &Options::new(config::parse("expandable_segments:True").unwrap(), 150_109_880_320));
         assert!(!out.oom, "{f}");
     }

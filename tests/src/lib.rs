@@ -16,15 +16,24 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// Path to a workspace binary, built (debug) on first use so the tests never run a stale one.
+/// Path to a workspace binary. Under `cargo xtask test`, HEADROOM_BIN_DIR names the directory
+/// that the task's one native build just filled; alone, the test builds it (debug) on first use,
+/// so it never runs a stale one.
 pub fn bin(package: &str, name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("HEADROOM_BIN_DIR") {
+        let path = PathBuf::from(dir).join(name);
+        assert!(path.is_file(), "HEADROOM_BIN_DIR has no {name}: {}", path.display());
+        return path;
+    }
     static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
     let built = BUILT.get_or_init(|| Mutex::new(Vec::new()));
     let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
     if !built.iter().any(|b| b == name) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo).current_dir(repo_root()).args(["build", "--quiet", "-p", package, "--bin", name]).status().expect("cargo runs");
-        assert!(status.success(), "building {name} failed");
+        // No -p: the workspace's default members, the selection `cargo xtask` builds with, so the
+        // features (and the compiled crates) are the same.
+        let status = Command::new(cargo).current_dir(repo_root()).args(["build", "--quiet", "--bin", name]).status().expect("cargo runs");
+        assert!(status.success(), "building {name} (package {package}) failed");
         built.push(name.to_string());
     }
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target"));

@@ -59,9 +59,34 @@ fn check_names_the_file_and_claim_that_breaks_a_verdict_rule() {
 
 #[test]
 fn check_on_a_missing_directory_is_one_clear_line() {
-    let (ok, _, stderr) = dataset(&["check", "--data", "/nonexistent/headroom-data"]);
+    let tmp = TempDir::new("check-missing");
+    let missing = tmp.path().join("headroom-data");
+    let (ok, _, stderr) = dataset(&["check", "--data", missing.to_str().unwrap()]);
     assert!(!ok);
-    assert_eq!(stderr.trim(), "dataset: data directory /nonexistent/headroom-data does not exist (pass --data DIR)");
+    assert_eq!(stderr.trim(), format!("dataset: data directory {} does not exist (pass --data DIR)", missing.display()));
+}
+
+/// The seed articles are evidence kept in the repository: a changed byte, a missing file, or a
+/// quote that is no longer in its seed fails `dataset check`, naming the file.
+#[test]
+fn check_holds_each_seed_article_to_its_digest_and_its_quotes() {
+    let tmp = TempDir::new("check-seeds");
+    let seeds = tmp.path().join("seeds");
+    copy_tree(&repo_root().join("dataset/sources/seeds"), &seeds);
+    let data = repo_root().join("dataset/data");
+    let check = || dataset(&["check", "--data", data.to_str().unwrap(), "--seeds", seeds.to_str().unwrap()]);
+    let (ok, _, stderr) = check();
+    assert!(ok, "{stderr}");
+    let file = seeds.join("002_145f3f392590e592.txt");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replacen("显存", "内存", 1)).unwrap();
+    let (ok, _, stderr) = check();
+    assert!(!ok);
+    assert!(stderr.contains("002_145f3f392590e592.txt: sha256 is ") && stderr.contains("(the seed text changed)"), "{stderr}");
+    std::fs::remove_file(&file).unwrap();
+    let (ok, _, stderr) = check();
+    assert!(!ok);
+    assert!(stderr.contains("002_145f3f392590e592.txt") && stderr.contains("seed `002_145f3f392590e592.txt` in seeds.toml"), "{stderr}");
 }
 
 fn probe(args: &[&str]) -> std::process::Output {

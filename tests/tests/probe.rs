@@ -202,8 +202,11 @@ fn replay_refuses_what_pytorch_refuses_and_compares_configs() {
     let (rc, _, stderr) = probe(&["replay", &trace("churn.json")]);
     assert_eq!(rc, Some(2), "{stderr}");
     assert!(stderr.contains("--device-total"), "{stderr}");
-    let (rc, _, stderr) = probe(&["replay", "/nonexistent/trace.json", "--device-total", "1"]);
+    let tmp = TempDir::new("probe-missing-trace");
+    let missing = tmp.path().join("trace.json");
+    let (rc, _, stderr) = probe(&["replay", missing.to_str().unwrap(), "--device-total", "1"]);
     assert_eq!(rc, Some(1), "{stderr}");
+    assert!(stderr.contains("trace.json"), "{stderr}");
     // A real snapshot pickle carries its device size; --compare shows the configs side by side.
     let (rc, stdout, stderr) = probe(&["replay", &trace("model.pkl"), "--compare"]);
     assert_eq!(rc, Some(0), "{stderr}");

@@ -404,8 +404,7 @@ fn unknown_paths_are_localized_404s_and_links_use_one_site_address() {
     let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
     assert!(manifest["icons"].as_array().unwrap().iter().any(|i| i["purpose"] == "maskable" && i["src"] == "/icon-maskable-512.png"));
     // A public build without an address, or with this machine's, is refused before it renders.
-    let prerender = repo_root().join("target/release/prerender");
-    assert!(prerender.exists(), "target/release/prerender (cargo xtask dist builds it)");
+    let prerender = headroom_e2e::bin("headroom-site", "prerender");
     for url in [None, Some("http://127.0.0.1:8080"), Some("http://localhost")] {
         let mut cmd = std::process::Command::new(&prerender);
         cmd.args(["--data"]).arg(repo_root().join("dataset/data")).arg("--site").arg(tmp.path()).env_remove("HEADROOM_SITE_URL");

@@ -221,3 +221,85 @@ fn every_crate_but_the_probe_forbids_unsafe_code() {
         assert_eq!(inherits, path != "probe", "{path}: `[lints] workspace = true` (forbids unsafe code) in every crate but the probe");
     }
 }
+
+/// What a line of a test, a build script or a task script must not name: a folder beside the
+/// repository (`../shared` held the seed articles once; a clone has nothing beside it) or an
+/// absolute path into one machine's file system. Tools the project installs from the system's
+/// packages (`/usr/...`) and the kernel's files (`/dev`, `/proc`) are allowed.
+fn outside_the_repository(line: &str) -> Option<&'static str> {
+    const BESIDE: [&str; 2] = ["../shared", "..\\shared"];
+    const ROOTS: [&str; 12] = ["/work", "/root", "/home", "/tmp", "/mnt", "/opt", "/srv", "/var", "/Users", "/media", "/nonexistent", "C:\\"];
+    if let Some(b) = BESIDE.iter().find(|b| line.contains(*b)) {
+        return Some(b);
+    }
+    // An absolute path starts a string or a shell word: after a quote, a space, `=` or `(`.
+    ROOTS.iter().copied().find(|r| {
+        line.match_indices(r).any(|(at, _)| {
+            let before = line[..at].chars().next_back();
+            let after = line[at + r.len()..].chars().next();
+            matches!(before, None | Some('"' | '\'' | ' ' | '=' | '(' | '`')) && matches!(after, None | Some('/' | '"' | '\'' | ' ' | '\\'))
+        })
+    })
+}
+
+/// The tests, build scripts, the task runner and the project's scripts, each with its text.
+fn tests_and_scripts() -> Vec<(PathBuf, String)> {
+    let root = repo_root();
+    let mut files = Vec::new();
+    for dir in ["tests/tests", "tests/src", "tests/examples", "alloc/tests", "dataset/core/tests", "dataset/cli/tests", "probe/tests", "xtask/src"] {
+        if root.join(dir).is_dir() {
+            files.extend(sources(&root.join(dir)));
+        }
+    }
+    for (path, _) in members() {
+        let build = root.join(&path).join("build.rs");
+        if build.is_file() {
+            files.push((build.clone(), std::fs::read_to_string(&build).unwrap()));
+        }
+    }
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(root.join("scripts")).unwrap().map(|e| e.unwrap().path()).collect();
+    scripts.push(root.join(".ci/run"));
+    for p in scripts {
+        files.push((p.clone(), std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))));
+    }
+    files
+}
+
+/// A clone must pass with nothing beside it: no test, build script or task script reads outside
+/// the repository (the seed articles are in dataset/sources/seeds/, the reference snapshots in
+/// alloc/tests/data/h200/).
+#[test]
+fn no_test_or_script_reads_outside_the_repository() {
+    let files = tests_and_scripts();
+    assert!(files.len() > 40, "{} files", files.len());
+    let mut found = Vec::new();
+    for (path, text) in &files {
+        let rel = path.strip_prefix(repo_root()).unwrap().display().to_string();
+        for (n, line) in text.lines().enumerate() {
+            // Comments may say where things used to be; this file names the patterns it looks for.
+            let code = line.trim_start();
+            if code.starts_with("//") || code.starts_with('#') {
+                continue;
+            }
+            if rel == "tests/tests/tidy.rs" && (line.contains("const BESIDE") || line.contains("const ROOTS") || line.contains("assert_eq!(outside")) {
+                continue;
+            }
+            if let Some(what) = outside_the_repository(line) {
+                found.push(format!("{rel}:{}: {what}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "paths outside the repository in tests and scripts (put the file in the repository, or use a temporary directory):\n{}",
+        found.join("\n")
+    );
+    // The rule sees what it must, and lets the system's own tools and the repository's paths be.
+    assert_eq!(outside_the_repository(r#"let seeds = repo_root().join("../shared/seeds");"#), Some("../shared"));
+    assert_eq!(outside_the_repository(r#"const REF: &str = "/work/shared/reference";"#), Some("/work"));
+    assert_eq!(outside_the_repository(r#"probe(&["replay", "/nonexistent/trace.json"])"#), Some("/nonexistent"));
+    assert_eq!(outside_the_repository("cp out.json /tmp/x.json"), Some("/tmp"));
+    assert_eq!(outside_the_repository(r#"Command::new("/usr/bin/chromium")"#), None);
+    assert_eq!(outside_the_repository(r#"b.goto("/en/calculator/?model=x");"#), None);
+    assert_eq!(outside_the_repository(r#"root.join("site/dist/var/x")"#), None);
+}

@@ -8,7 +8,40 @@ pub fn default_data_dir() -> PathBuf {
     std::env::var_os("HEADROOM_DATA").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../data"))
 }
 
+/// The seed articles' texts: dataset/sources/seeds/ (HEADROOM_SEEDS overrides it).
+pub fn default_seeds_dir() -> PathBuf {
+    std::env::var_os("HEADROOM_SEEDS").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../sources/seeds"))
+}
+
 use headroom_core::files::read_tree;
+
+/// The seed articles are evidence: each file listed in seeds.toml must be in `dir` with the
+/// SHA-256 recorded there, and every claim's quote of a seed must be that seed's own words.
+fn check_seeds(d: &headroom_core::Dataset, dir: &Path) -> Result<(), String> {
+    use sha2::{Digest, Sha256};
+    let mut problems = Vec::new();
+    let mut texts = Vec::new();
+    for s in &d.seeds {
+        let path = dir.join(&s.file);
+        match std::fs::read(&path) {
+            Err(e) => problems.push(format!("  {}: {e} (seed `{}` in seeds.toml)", path.display(), s.file)),
+            Ok(bytes) => {
+                let digest: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+                if digest != s.sha256 {
+                    problems.push(format!("  {}: sha256 is {digest}, seeds.toml records {} (the seed text changed)", path.display(), s.sha256));
+                }
+                match String::from_utf8(bytes) {
+                    Ok(text) => texts.push((s.file.clone(), text)),
+                    Err(_) => problems.push(format!("  {}: not UTF-8 text", path.display())),
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        problems.extend(headroom_core::check::seed_quotes(d, &texts).into_iter().map(|(who, why)| format!("  claim or seed `{who}`: {why}")));
+    }
+    if problems.is_empty() { Ok(()) } else { Err(format!("{} problem(s) with the seed articles:\n{}", problems.len(), problems.join("\n"))) }
+}
 
 /// Loads and checks the data; problems are printed one per line with the file path.
 pub fn load_checked(dir: &Path) -> Result<Loaded, String> {
@@ -19,9 +52,10 @@ pub fn load_checked(dir: &Path) -> Result<Loaded, String> {
     })
 }
 
-pub fn check(dir: &Path, i18n: &Path) -> Result<(), String> {
+pub fn check(dir: &Path, i18n: &Path, seeds: &Path) -> Result<(), String> {
     let loaded = load_checked(dir)?;
     let d = &loaded.dataset;
+    check_seeds(d, seeds)?;
     // The allocator lab's settings must be ones PyTorch 2.11 accepts.
     let refused: Vec<String> = d
         .alloc_recipes

@@ -30,6 +30,9 @@ enum Command {
         /// The i18n directory (holds <lang>/guides/*.md and guides.toml).
         #[arg(long, default_value_os_t = guides::default_i18n_dir())]
         i18n: PathBuf,
+        /// The seed articles' texts (each held to its sha256 in seeds.toml).
+        #[arg(long, default_value_os_t = data::default_seeds_dir())]
+        seeds: PathBuf,
     },
     /// Write the built data (data/dataset.json) into the site directory.
     Build {
@@ -175,7 +178,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check { data, i18n } => data::check(&data, &i18n),
+        Command::Check { data, i18n, seeds } => data::check(&data, &i18n, &seeds),
         Command::Build { data, i18n, out } => data::build(&data, &i18n, &out),
         Command::Claims { data, json } => data::claims(&data, json),
         Command::Fit { input, data, gpu, other_gib, ram_gib } => data::fit(&data, &input, gpu.as_deref(), &other_gib, ram_gib),

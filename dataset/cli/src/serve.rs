@@ -658,15 +658,17 @@ async fn serve_connections(listener: tokio::net::TcpListener, app: Router, rules
 
 /// A connection whose writes fail once they have made no progress for `timeout`: a client that
 /// asks for a large file and never reads it cannot hold the connection (and its slot) forever.
-struct WriteTimeout<T> {
-    inner: T,
+/// Such a connection is reset (SO_LINGER 0), not closed in order: the answer it did not read is
+/// dropped at once on both sides instead of waiting in buffers.
+struct WriteTimeout {
+    inner: tokio::net::TcpStream,
     timeout: Duration,
     /// Set when a write could not proceed; cleared by any progress.
     stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl<T> WriteTimeout<T> {
-    fn new(inner: T, timeout: Duration) -> WriteTimeout<T> {
+impl WriteTimeout {
+    fn new(inner: tokio::net::TcpStream, timeout: Duration) -> WriteTimeout {
         WriteTimeout { inner, timeout, stalled: None }
     }
 
@@ -676,6 +678,8 @@ impl<T> WriteTimeout<T> {
         let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         match sleep.as_mut().poll(cx) {
             std::task::Poll::Ready(()) => {
+                // The close that follows the error becomes a reset.
+                let _ = self.inner.set_zero_linger();
                 std::task::Poll::Ready(std::io::Error::new(std::io::ErrorKind::TimedOut, "the client read nothing for the write timeout"))
             }
             std::task::Poll::Pending => std::task::Poll::Pending,
@@ -687,13 +691,13 @@ use std::future::Future as _;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-impl<T: AsyncRead + Unpin> AsyncRead for WriteTimeout<T> {
+impl AsyncRead for WriteTimeout {
     fn poll_read(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<T> {
+impl AsyncWrite for WriteTimeout {
     fn poll_write(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         match std::pin::Pin::new(&mut self.inner).poll_write(cx, buf) {
             Poll::Ready(r) => {

@@ -443,7 +443,10 @@ pub struct Tool {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Seed {
+    /// The file name in dataset/sources/seeds/.
     pub file: String,
+    /// The file's SHA-256 (hex): `dataset check` holds the text to it.
+    pub sha256: String,
     pub lang: crate::Lang,
     pub title: String,
     pub publisher: String,

@@ -272,6 +272,9 @@ pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problem
         if !ids.insert(("seed", s.file.clone())) {
             m.push("duplicate seed".into());
         }
+        if s.sha256.len() != 64 || !s.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            m.push(format!("sha256 `{}` is not 64 lowercase hex digits", s.sha256));
+        }
         push("seed", &s.file, m);
     }
 }

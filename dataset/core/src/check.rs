@@ -73,6 +73,34 @@ fn words(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The seed articles' own words: every seed listed in seeds.toml has its text in `texts`
+/// (file name, text), and every origin quote (each fragment of it, split at " … ") is in its
+/// seed's text, white space aside. Returns (claim id or seed file, problem).
+pub fn seed_quotes(ds: &Dataset, texts: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut text_of = BTreeMap::new();
+    for s in &ds.seeds {
+        match texts.iter().find(|(f, _)| f == &s.file) {
+            Some((_, t)) => {
+                text_of.insert(s.file.as_str(), words(t));
+            }
+            None => out.push((s.file.clone(), "the seed's text is missing (dataset/sources/seeds/)".to_string())),
+        }
+    }
+    for c in &ds.claims {
+        for o in &c.origins {
+            let (Some(seed), Some(quote)) = (&o.seed, &o.quote) else { continue };
+            let Some(text) = text_of.get(seed.as_str()) else { continue };
+            for part in quote.split(" … ").map(words).filter(|p| !p.is_empty()) {
+                if !text.contains(&part) {
+                    out.push((c.id.clone(), format!("origin quote is not in {seed}: {part:?}")));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// One sentence, one verdict: claims from the same place of the same seed (seed file and English
 /// locator) must each quote the words they judge, and no two quotes may overlap (neither inside
 /// the other). Returns (claim id, problem).

@@ -1,6 +1,5 @@
 //! What the allocator lab reads from the dataset: the settings it tries and the memory a
 //! process holds before its first tensor.
-#![cfg(feature = "fs")]
 
 use std::path::Path;
 

@@ -5,7 +5,6 @@
 //!
 //! `cargo test -p headroom-core --features fs --test diffusion_files` (the catalog is read from
 //! disk with `files::read_tree`, behind the `fs` feature).
-#![cfg(feature = "fs")]
 
 use std::fs;
 use std::path::{Path, PathBuf};

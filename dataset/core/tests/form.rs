@@ -1,6 +1,5 @@
 //! The calculator form's rules over the real dataset: which fields each workload offers, with
 //! which choices and defaults, and how changing one field carries over to the others.
-#![cfg(feature = "fs")]
 
 use std::path::Path;
 
