@@ -483,8 +483,15 @@ fn test() -> Result {
     // Every crate's unit tests and the end-to-end tests, in one cargo invocation over the default
     // members (the same selection as the build above, so nothing is compiled twice): the e2e tests
     // use the site just built, the real binaries, 127.0.0.1, PostgreSQL and Debian's chromium.
-    step("every native test: unit, CLI, HTTP, SQLite and PostgreSQL, headless Chromium", "about 9 minutes, most of it compiling the tests", || {
-        tests::run(test_env(&mut cargo()).args(["test", "--no-fail-fast"]).env("HEADROOM_TEST_PG", &cluster.url))
+    step("every native test: unit, CLI, HTTP, SQLite and PostgreSQL, headless Chromium", "about 8 minutes, 3 of them compiling the tests", || {
+        let mut build = cargo();
+        build.args(["test", "--no-run", "--message-format=json-render-diagnostics"]);
+        let mut doc = cargo();
+        doc.args(["test", "--doc"]);
+        // Three binaries at a time on two cores: many suites wait on Chromium, servers or sleeps
+        // more than they compute.
+        let workers = std::thread::available_parallelism().map(|n| n.get() + 1).unwrap_or(3);
+        tests::run_all(build, |c| test_env(c).env("HEADROOM_TEST_PG", &cluster.url), doc, workers)
     })?;
     drop(cluster);
     Ok(())
