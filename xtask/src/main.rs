@@ -52,7 +52,7 @@ fn main() -> ExitCode {
         // og:url); `--local` builds for this machine's server instead.
         "dist" => setup().and_then(|()| dist(rest.iter().any(|a| a == "--local"))),
         "serve" => setup().and_then(|()| dist(true)).and_then(|()| serve(rest)),
-        "test" => setup().and_then(|()| format_check()).and_then(|()| dist(true)).and_then(|()| test()),
+        "test" => setup().and_then(|()| format_check()).and_then(|()| dist_then(true, build_tests)).and_then(test),
         "size" => setup().and_then(|()| dist(true)).and_then(|()| size()),
         "lab-bench" => setup().and_then(|()| dist(true)).and_then(|()| lab_bench()),
         "with-postgres" => with_postgres(rest),
@@ -239,13 +239,18 @@ fn bindgen(m: &Module, stage: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
 /// site/dist/: the app (wasm + JS glue + CSS, content-hashed), index.html, the built data, every
 /// route prerendered, and each text file precompressed.
 fn dist(local: bool) -> Result {
-    let root = root();
+    dist_then(local, || Ok(()))
+}
+
+/// dist, with `beside` run once the builds are done, at the same time as the site is assembled
+/// (wasm-opt and the compression leave a core free much of the time): the tests build there.
+fn dist_then<T: Send>(local: bool, beside: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     if !toolchain_prefix().join("env.sh").exists() {
         return Err("the wasm toolchain is not installed: run `cargo xtask setup`".into());
     }
     // The browser's release builds spend minutes in single-threaded link-time optimisation; the
     // native build fills that time on the other core.
-    step("build: the browser's wasm (release) and the native binaries (debug), side by side", "a first build takes about 6 minutes on 2 cores", || {
+    step("build: the browser's wasm (release) and the native binaries (debug), side by side", "a first build takes about 9 minutes on 2 cores", || {
         std::thread::scope(|s| {
             let wasm = s.spawn(wasm_build);
             let native = native_build(&["dataset", "prerender"]);
@@ -253,6 +258,17 @@ fn dist(local: bool) -> Result {
             native.and(wasm)
         })
     })?;
+    std::thread::scope(|s| {
+        let other = s.spawn(beside);
+        let site = assemble(local);
+        let other = other.join().unwrap_or_else(|_| Err("a build thread panicked".into()));
+        site.and(other)
+    })
+}
+
+/// The site from the built wasm and binaries, into site/dist.tmp, renamed to site/dist at the end.
+fn assemble(local: bool) -> Result {
+    let root = root();
     let out = root.join("site/dist.tmp");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
@@ -474,24 +490,37 @@ fn format_check() -> Result {
     step("formatting (cargo fmt --check)", "", || run(cargo().args(["fmt", "--all", "--check"])))
 }
 
-fn test() -> Result {
-    let root = root();
-    step("dataset check", "", || run(Command::new(native_bin("dataset")).current_dir(&root).arg("check")))?;
-    step("build the probe", "about a minute", || native_build(&["probe"]))?;
-    // The store's tests run on SQLite and on this real PostgreSQL server.
-    let cluster = step("start a throwaway PostgreSQL server", "", postgres::Cluster::start)?;
-    // Every crate's unit tests and the end-to-end tests, in one cargo invocation over the default
-    // members (the same selection as the build above, so nothing is compiled twice): the e2e tests
-    // use the site just built, the real binaries, 127.0.0.1, PostgreSQL and Debian's chromium.
-    step("every native test: unit, CLI, HTTP, SQLite and PostgreSQL, headless Chromium", "about 8 minutes, 3 of them compiling the tests", || {
+/// Every test binary (and the probe, which the tests start), built beside the site's assembly:
+/// cargo's JSON messages name the binaries.
+fn build_tests() -> Result<String> {
+    step("build the probe and every test (beside the site's assembly)", "about 3 minutes", || {
+        native_build(&["probe"])?;
         let mut build = cargo();
         build.args(["test", "--no-run", "--message-format=json-render-diagnostics"]);
+        eprintln!("[xtask] $ {build:?}");
+        let out = build.stderr(std::process::Stdio::inherit()).output().map_err(|e| format!("cannot start cargo: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("building the tests failed ({})", out.status));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+}
+
+fn test(built: String) -> Result {
+    let root = root();
+    step("dataset check", "", || run(Command::new(native_bin("dataset")).current_dir(&root).arg("check")))?;
+    // The store's tests run on SQLite and on this real PostgreSQL server.
+    let cluster = step("start a throwaway PostgreSQL server", "", postgres::Cluster::start)?;
+    // Every crate's unit tests and the end-to-end tests, built by one cargo invocation over the
+    // default members (the same selection as the build above, so nothing is compiled twice): the
+    // e2e tests use the site just built, the real binaries, 127.0.0.1, PostgreSQL and chromium.
+    step("run every native test: unit, CLI, HTTP, SQLite and PostgreSQL, headless Chromium", "about 7 minutes", || {
         let mut doc = cargo();
         doc.args(["test", "--doc"]);
         // Three binaries at a time on two cores: many suites wait on Chromium, servers or sleeps
         // more than they compute.
         let workers = std::thread::available_parallelism().map(|n| n.get() + 1).unwrap_or(3);
-        tests::run_all(build, |c| test_env(c).env("HEADROOM_TEST_PG", &cluster.url), doc, workers)
+        tests::run_all(&built, |c| test_env(c).env("HEADROOM_TEST_PG", &cluster.url), doc, workers)
     })?;
     drop(cluster);
     Ok(())

@@ -102,15 +102,10 @@ fn times_file() -> PathBuf {
     crate::target_dir().join("xtask-test-times.tsv")
 }
 
-/// Every test binary of the default members: built by one `cargo test --no-run` (`cmd`, with the
-/// environment the tests need), then run `workers` at a time; then the doc tests.
-pub fn run_all(mut build: Command, env: impl Fn(&mut Command) -> &mut Command + Sync, doc: Command, workers: usize) -> Result {
-    eprintln!("[xtask] $ {build:?}");
-    let out = build.stderr(std::process::Stdio::inherit()).output().map_err(|e| format!("cannot start cargo: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("building the tests failed ({})", out.status));
-    }
-    let mut bins = binaries(&String::from_utf8_lossy(&out.stdout));
+/// Every test binary that one `cargo test --no-run` built (`messages`: its JSON output), run
+/// `workers` at a time with the environment `env` gives; then the doc tests (`doc`).
+pub fn run_all(messages: &str, env: impl Fn(&mut Command) -> &mut Command + Sync, doc: Command, workers: usize) -> Result {
+    let mut bins = binaries(messages);
     if bins.len() < 10 {
         return Err(format!("cargo reported only {} test binaries", bins.len()));
     }
