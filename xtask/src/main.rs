@@ -2,7 +2,7 @@
 //!
 //!   cargo xtask setup          install what the build and tests need (idempotent)
 //!   cargo xtask dist [--local] build the complete static site into site/dist/ (HEADROOM_SITE_URL: its public address; --local: for this machine)
-//!   cargo xtask serve [ARGS]   setup + dist, then `dataset serve ARGS` (release build)
+//!   cargo xtask serve [ARGS]   setup + dist, then `dataset serve ARGS` (the debug build the tests run)
 //!   cargo xtask test           setup + dist, then every test, including headless Chromium
 //!   cargo xtask size           setup + dist, then measure first-load bytes, time to interactive, recompute time
 //!   cargo xtask lab-bench      setup + dist, then the allocator lab's speed in Chromium (a million-entry snapshot)
