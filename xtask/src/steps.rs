@@ -24,6 +24,10 @@ fn recorded() -> Vec<(String, f64)> {
 }
 
 fn remember(name: &str, secs: f64) {
+    // Steps may end at the same time on two threads (the tests build beside the site's assembly):
+    // one read-modify-write of the file at a time, or one could drop the other's line.
+    static FILE: Mutex<()> = Mutex::new(());
+    let _one = FILE.lock().unwrap_or_else(|e| e.into_inner());
     let mut all: Vec<(String, f64)> = recorded().into_iter().filter(|(n, _)| n != name).collect();
     all.push((name.to_string(), secs));
     let text: String = all.iter().map(|(n, s)| format!("{n}\t{s:.1}\n")).collect();
