@@ -2,7 +2,7 @@
 //! and the plan (the cheapest combination of levers that fits), checked by running the engine on
 //! what they propose. Also the calculator's link completion.
 
-use headroom_core::fit::query::{complete, parse_query};
+use headroom_core::fit::query::{complete, decode, parse_query};
 use headroom_core::fit::{Card, Fit, Workload, fit, fit_on, parse_input};
 use headroom_e2e::data::loaded;
 use serde_json::{Value, json};
@@ -165,28 +165,25 @@ fn numeric_plan_changes_keep_as_much_as_the_card_allows() {
 #[test]
 fn a_partial_link_opens_with_every_field_at_its_default() {
     let ds = &loaded().dataset;
-    let s = complete(ds, &parse_query("?kind=llm-inference&model=qwen3-8b&context=32768&card=rtx-4090"));
+    let s = parse_query(ds, "?kind=llm-inference&model=qwen3-8b&context=32768&card=rtx-4090");
     for key in ["weights", "kv_cache", "batch", "engine", "all_logits"] {
         assert!(s.contains_key(key), "{key} missing: {s:?}");
     }
-    assert_eq!(s["engine"], json!("transformers"));
+    // As the form opens: the task's preset engine and that engine's format.
+    assert_eq!((&s["engine"], &s["weights"]), (&json!("ollama"), &json!("Q4_K_M")));
     assert_eq!(s["card"], json!("rtx-4090"), "the card stays");
-    let s = complete(ds, &parse_query("?kind=diffusion&model=wan2.1-t2v-1.3b"));
+    let s = parse_query(ds, "?kind=diffusion&model=wan2.1-t2v-1.3b");
     for key in ["width", "height", "frames", "cfg", "precision", "offload", "text_encoders"] {
         assert!(s.contains_key(key), "{key} missing: {s:?}");
     }
-    let s = complete(ds, &parse_query("?kind=training&model=llama-3.2-1b"));
+    let s = parse_query(ds, "?kind=training&model=llama-3.2-1b");
     assert!(s.contains_key("seq") && s.contains_key("method") && s.contains_key("optimizer"));
-    // The completed state computes what the partial one would have.
-    let partial = json!({"kind":"llm-inference","model":"qwen3-8b","context":32768});
-    let full = complete(ds, &parse_query("?kind=llm-inference&model=qwen3-8b&context=32768"));
-    assert_eq!(run_free(partial).peak_bytes, fit(ds, &Workload::from_value(&Value::Object(full)).unwrap()).unwrap().peak_bytes);
     // A bad value stays as given, so the engine's error names it.
-    let bad = complete(ds, &parse_query("?kind=llm-inference&model=qwen3-8b&context=32768&weights=q3"));
+    let bad = parse_query(ds, "?kind=llm-inference&model=qwen3-8b&context=32768&weights=q3");
     assert_eq!(bad["weights"], json!("q3"));
     assert!(fit(ds, &Workload::from_value(&Value::Object(bad)).unwrap()).unwrap_err().contains("field `weights`"));
-    // A state the workload parser refuses is returned unchanged.
-    let refused = parse_query("?kind=llm-inference&model=qwen3-8b&context=32768&flavour=1");
+    // A state the workload parser refuses keeps every field as given.
+    let refused = decode("?kind=llm-inference&model=qwen3-8b&context=32768&flavour=1");
     assert_eq!(complete(ds, &refused), refused);
 }
 
@@ -224,7 +221,7 @@ fn every_calculator_link_in_the_guides_opens_with_every_control_filled() {
         let text = std::fs::read_to_string(entry.path()).unwrap();
         for link in text.split("(calc:").skip(1) {
             let query = &link[..link.find(')').unwrap()];
-            let s = complete(ds, &parse_query(query));
+            let s = parse_query(ds, query);
             let controls: &[&str] = match s["kind"].as_str().unwrap() {
                 "training" => &["model", "method", "precision", "optimizer", "seq", "batch", "gradient_checkpointing", "lora_rank", "gpus", "zero"],
                 "diffusion" => &["model", "precision", "width", "height", "batch", "cfg", "component", "text_encoders", "offload", "block_swap", "tiled_vae"],
@@ -241,7 +238,7 @@ fn every_calculator_link_in_the_guides_opens_with_every_control_filled() {
                 }
                 Workload::from_value(&Value::Object(state)).unwrap()
             };
-            let short = fit(ds, &workload_of(parse_query(query))).unwrap();
+            let short = fit(ds, &workload_of(decode(query))).unwrap();
             let full = fit(ds, &workload_of(s)).unwrap();
             assert_eq!(short.peak_bytes, full.peak_bytes, "{query}");
             n += 1;

@@ -123,7 +123,7 @@ fn links_go_to_existing_claims_guides_headings_and_valid_workloads() {
                         assert!(target.headings.iter().any(|h| h.id == a), "{code} {}: {href} has no such heading", g.slug);
                     }
                 } else if let Some(q) = href.strip_prefix(&format!("/{code}/calculator/")) {
-                    let mut state = headroom_core::fit::query::parse_query(q);
+                    let mut state = headroom_core::fit::query::parse_query(ds, q);
                     // The card fields are the calculator's, not the workload's (dataset check
                     // fits the link on its cards).
                     for key in headroom_core::fit::query::CARD_KEYS {

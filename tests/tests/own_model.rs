@@ -259,7 +259,7 @@ fn model_files_are_read_header_first_by_parsers_loaded_on_demand() {
     b.wait_js("return document.querySelector('input[name=kind][value=diffusion]').checked");
     let url = b.current_url();
     assert!(url.contains("file=%7B") && url.contains("precision=Q4_K_S"), "{url}");
-    let state = headroom_site::pages::calc::parse_query(&url[url.find('?').unwrap()..]);
+    let state = headroom_site::pages::calc::parse_query(ds, &url[url.find('?').unwrap()..]);
     for key in ["width", "height", "batch", "cfg"] {
         if let Some(v) = state.get(key) {
             fw[key] = v.clone();

@@ -106,7 +106,7 @@ fn the_calculator_shows_the_engines_numbers_and_restores_shared_urls() {
         "?kind=training&model=llama-3.2-1b&method=lora&precision=bf16&optimizer=adamw&seq=2048&batch=1&gradient_checkpointing=true&lora_rank=16",
         "?kind=diffusion&model=flux.1-dev&precision=bf16&width=1024&height=1024&batch=1",
     ] {
-        let w = headroom_site::pages::calc::parse_query(query);
+        let w = headroom_site::pages::calc::parse_query(ds, query);
         let expected = fit(ds, &parse_input(&serde_json::Value::Object(w).to_string()).unwrap()[0]).unwrap().peak_bytes;
         b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(Lang::En), query));
         wait_app(&b);

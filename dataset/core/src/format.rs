@@ -28,6 +28,127 @@ pub fn parse_decimal(s: &str) -> Option<f64> {
     serde_json::from_str::<f64>(&json).ok().filter(|x| x.is_finite())
 }
 
+/// What a typed number counts, which decides what its suffixes mean: tokens and pixels take
+/// `k` as 1,024 and `M` as 1,048,576 ("16k context" is 16,384 tokens, a "1k" image 1,024 px), plain
+/// counts as 1,000 and 1,000,000; a fraction takes no suffix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NumberUnit {
+    Tokens,
+    Pixels,
+    Count,
+    Fraction,
+}
+
+/// Why a typed number was not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NumberError {
+    /// Nothing typed where a value is needed.
+    Empty,
+    /// Not a number in the reader's notation.
+    NotANumber,
+    Negative,
+    /// A count with a fractional part.
+    NotWhole,
+    /// Beyond what the field can hold.
+    TooLarge,
+}
+
+/// A number read from what a person typed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TypedNumber {
+    pub value: f64,
+    /// Read through a suffix or digit grouping, so the page says what it read ("= 16,384").
+    pub rewritten: bool,
+}
+
+/// Reads a number as a person of `lang` types it: the language's decimal mark and thousands
+/// grouping (`16,384` in en and zh, `16.384` in pt, es and it; spaces group in every language),
+/// either mark as the decimal one where it cannot be grouping (`0,9` and `0.9` read alike), both
+/// marks with the last as the decimal one, full-width digits, and the suffixes `k`, `K`, `M` and
+/// `万` (see [`NumberUnit`]). A count must come out whole; nothing may be negative.
+pub fn read_number(text: &str, lang: Lang, unit: NumberUnit) -> Result<TypedNumber, NumberError> {
+    let mut t = String::new();
+    for c in text.trim().chars() {
+        match c {
+            '\u{FF10}'..='\u{FF19}' => t.push(char::from(b'0' + (c as u32 - 0xFF10) as u8)),
+            '\u{FF0C}' | '\u{3001}' => t.push(','),
+            '\u{FF0E}' | '\u{3002}' => t.push('.'),
+            '\u{FF0B}' => t.push('+'),
+            '\u{FF0D}' | '\u{2212}' => t.push('-'),
+            c if c.is_whitespace() || c == '\'' || c == '_' => {}
+            c => t.push(c),
+        }
+    }
+    if t.is_empty() {
+        return Err(NumberError::Empty);
+    }
+    let (binary, fraction) = (matches!(unit, NumberUnit::Tokens | NumberUnit::Pixels), unit == NumberUnit::Fraction);
+    let (body, scale) = match t.chars().last() {
+        Some('k' | 'K') if !fraction => (&t[..t.len() - 1], if binary { 1024.0 } else { 1000.0 }),
+        Some('M') if !fraction => (&t[..t.len() - 1], if binary { 1_048_576.0 } else { 1e6 }),
+        Some('万') if !fraction => (&t[..t.len() - '万'.len_utf8()], 1e4),
+        _ => (t.as_str(), 1.0),
+    };
+    let (negative, body) = match body.as_bytes().first() {
+        Some(b'-') => (true, &body[1..]),
+        Some(b'+') => (false, &body[1..]),
+        _ => (false, body),
+    };
+    if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b',') || !body.bytes().any(|b| b.is_ascii_digit()) {
+        return Err(NumberError::NotANumber);
+    }
+    let group_mark = if matches!(lang, Lang::Pt | Lang::Es | Lang::It) { '.' } else { ',' };
+    let grouped = |int: &str, mark: char| {
+        let mut parts = int.split(mark);
+        let first = parts.next().unwrap_or("");
+        (1..=3).contains(&first.len()) && !first.starts_with('0') && parts.all(|g| g.len() == 3)
+    };
+    let (dots, commas) = (body.matches('.').count(), body.matches(',').count());
+    // (integer part with its grouping marks, grouping mark, fractional part)
+    let (int, mark, frac) = match (dots, commas) {
+        (0, 0) => (body, None, ""),
+        // Both marks: the last one is the decimal mark, the other groups.
+        (_, _) if dots > 0 && commas > 0 => {
+            let at = body.rfind(['.', ',']).unwrap_or(0);
+            let decimal = body[at..].chars().next().unwrap_or('.');
+            let other = if decimal == '.' { ',' } else { '.' };
+            if body.matches(decimal).count() > 1 {
+                return Err(NumberError::NotANumber);
+            }
+            (&body[..at], Some(other), &body[at + 1..])
+        }
+        // One kind of mark, several times: grouping.
+        (n, 0) | (0, n) if n > 1 => (body, Some(if dots > 0 { '.' } else { ',' }), ""),
+        // Once: grouping when it is the language's grouping mark before three digits, else decimal.
+        _ => {
+            let m = if dots > 0 { '.' } else { ',' };
+            let (a, b) = body.split_once(m).unwrap_or((body, ""));
+            if m == group_mark && b.len() == 3 && grouped(a, m) { (body, Some(m), "") } else { (a, None, b) }
+        }
+    };
+    if let Some(m) = mark {
+        if !grouped(int, m) {
+            return Err(NumberError::NotANumber);
+        }
+    }
+    let digits: String = int.chars().filter(|c| c.is_ascii_digit()).collect();
+    let canonical = if frac.is_empty() { digits } else { format!("{}.{frac}", if digits.is_empty() { "0" } else { &digits }) };
+    let value = parse_decimal(&canonical).ok_or(NumberError::NotANumber)? * scale;
+    if negative && value != 0.0 {
+        return Err(NumberError::Negative);
+    }
+    if !value.is_finite() || value > 1e15 {
+        return Err(NumberError::TooLarge);
+    }
+    if !fraction && value.fract() != 0.0 {
+        return Err(NumberError::NotWhole);
+    }
+    // Anything but plain digits (a suffix, grouping, spaces, full-width digits) was read for the
+    // reader, so the page says what it read.
+    let plain = text.trim().bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    Ok(TypedNumber { value, rewritten: scale != 1.0 || mark.is_some() || !plain })
+}
+
 /// A decimal number with `places` digits, in the reader's notation.
 pub fn decimal(x: f64, places: usize, lang: Lang) -> String {
     let s = format!("{x:.places$}");
@@ -145,6 +266,69 @@ pub fn value(v: &Value, lang: Lang) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn typed_numbers_read_as_each_language_writes_them() {
+        use NumberError::*;
+        use NumberUnit::*;
+        let ok = |text: &str, lang: Lang, unit: NumberUnit| read_number(text, lang, unit).map(|n| n.value);
+        for lang in Lang::ALL {
+            for (text, want) in [
+                ("16k", 16384.0),
+                ("32K", 32768.0),
+                ("128k", 131072.0),
+                ("1M", 1048576.0),
+                ("16 384", 16384.0),
+                ("16\u{202f}384", 16384.0),
+                ("８１９２", 8192.0),
+                ("4096", 4096.0),
+                ("1,5k", 1536.0),
+                ("1.5k", 1536.0),
+            ] {
+                assert_eq!(ok(text, lang, Tokens), Ok(want), "{text} in {}", lang.code());
+            }
+            assert_eq!(ok("2k", lang, Count), Ok(2000.0));
+            assert_eq!(ok("0,9", lang, Fraction), Ok(0.9), "{}", lang.code());
+            assert_eq!(ok("0.9", lang, Fraction), Ok(0.9), "{}", lang.code());
+            assert_eq!(ok("1.234,5", lang, Fraction), Ok(1234.5));
+            assert_eq!(ok("1,234.5", lang, Fraction), Ok(1234.5));
+            for (text, err) in [
+                ("", Empty),
+                ("  ", Empty),
+                ("abc", NotANumber),
+                ("16kk", NotANumber),
+                ("1.2.3,4,5", NotANumber),
+                ("-5", Negative),
+                ("1e3", NotANumber),
+                ("0.9k", NotWhole),
+            ] {
+                assert_eq!(ok(text, lang, Tokens), Err(err), "{text} in {}", lang.code());
+            }
+            assert_eq!(ok("9999999999999999", lang, Count), Err(TooLarge));
+            assert_eq!(ok("0.9k", lang, Fraction), Err(NotANumber), "a fraction takes no suffix");
+        }
+        // The site's own display format reads back in each language.
+        for lang in Lang::ALL {
+            assert_eq!(ok(&number(16384.0, lang), lang, Tokens), Ok(16384.0), "{}", lang.code());
+            assert_eq!(ok(&number(1234567.0, lang), lang, Count), Ok(1234567.0), "{}", lang.code());
+            assert_eq!(ok(&decimal(0.85, 2, lang), lang, Fraction), Ok(0.85), "{}", lang.code());
+        }
+        assert_eq!(ok("16.384", Lang::Pt, Tokens), Ok(16384.0));
+        assert_eq!(ok("16.384", Lang::It, Tokens), Ok(16384.0));
+        assert_eq!(ok("16.384", Lang::Es, Tokens), Ok(16384.0));
+        assert_eq!(ok("16.384", Lang::En, Tokens), Err(NotWhole), "a decimal point in English");
+        assert_eq!(ok("16,384", Lang::En, Tokens), Ok(16384.0));
+        assert_eq!(ok("16,384", Lang::Zh, Tokens), Ok(16384.0));
+        assert_eq!(ok("16,384", Lang::Pt, Tokens), Err(NotWhole), "a decimal comma in Portuguese");
+        assert_eq!(ok("1万6", Lang::Zh, Tokens), Err(NotANumber));
+        assert_eq!(ok("1.6万", Lang::Zh, Tokens), Ok(16000.0));
+        assert_eq!(ok("16,38,4", Lang::En, Tokens), Err(NotANumber), "groups of three");
+        assert_eq!(ok("016,384", Lang::En, Tokens), Err(NotWhole), "a leading zero is no group: a decimal comma");
+        assert!(read_number("16k", Lang::En, Tokens).unwrap().rewritten);
+        assert!(!read_number("16384", Lang::En, Tokens).unwrap().rewritten);
+        assert!(read_number("16 384", Lang::En, Tokens).unwrap().rewritten);
+        assert!(!read_number("0.9", Lang::Pt, Fraction).unwrap().rewritten);
+    }
+
     #[test]
     fn parse_decimal_reads_what_people_type() {
         for (text, want) in [

@@ -368,7 +368,7 @@ mod render {
                         links.push(GuideLink { slug: s.to_string(), anchor: anchor.clone() });
                         (format!("/{}/guides/{s}/{}", lang.code(), anchor.map(|a| format!("#{a}")).unwrap_or_default()), None)
                     } else if let Some(q) = dest.strip_prefix("calc:") {
-                        let mut state = crate::fit::query::parse_query(q);
+                        let mut state = crate::fit::query::parse_query(ds, q);
                         // The card fields: a card and the other cards in the same machine.
                         let spec = |v: Option<serde_json::Value>| v.map(|v| v.as_str().map_or(v.to_string(), str::to_string));
                         let card = spec(state.remove("card"));

@@ -133,3 +133,141 @@ fn a_choice_sets_a_typed_value_and_a_new_diffusion_model_brings_its_defaults() {
     set_field(&ds, &mut s, Field::Cfg, Value::Null);
     assert!(!s.contains_key("cfg"));
 }
+
+use headroom_core::fit::query::{decode, parse_query, preset, resolve, to_query};
+
+/// A small deterministic generator (xorshift64*), so the property tests need no dependency and a
+/// failure names its seed.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// A state the form reaches: a kind's preset, then random edits through the form's own fields,
+/// choices and `set_field` (numbers as a person types them, read by the core).
+fn random_state(ds: &Dataset, rng: &mut Rng) -> Map<String, Value> {
+    let kind = ["llm-inference", "training", "diffusion"][rng.below(3)];
+    let mut s = parse_query(ds, &format!("?kind={kind}"));
+    for _ in 0..1 + rng.below(8) {
+        let f = fields(ds, &s);
+        let (field, input) = &f[rng.below(f.len())];
+        let value = match input {
+            Input::Select(c) => {
+                let c = &c[rng.below(c.len())];
+                if c.value == OWN_MODEL || c.value.is_empty() {
+                    continue;
+                }
+                choice_value(*field, &c.value)
+            }
+            Input::Check => json!(rng.below(2) == 1),
+            Input::Number { unit, .. } => match unit {
+                headroom_core::format::NumberUnit::Fraction => json!([0.5, 0.85, 0.9][rng.below(3)]),
+                _ => json!([1, 2, 4, 512, 2048, 16384][rng.below(6)]),
+            },
+        };
+        set_field(ds, &mut s, *field, value);
+    }
+    s
+}
+
+#[test]
+fn a_state_survives_its_url_unchanged() {
+    let ds = dataset();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    for case in 0..3000 {
+        let s = random_state(&ds, &mut rng);
+        let back = parse_query(&ds, &to_query(&s));
+        assert_eq!(back, s, "case {case}: {}", to_query(&s));
+    }
+}
+
+#[test]
+fn an_omitted_field_resolves_as_the_form_would_set_it() {
+    let ds = dataset();
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    for case in 0..3000 {
+        let full = random_state(&ds, &mut rng);
+        // A link naming some of the fields (kind and model may be left out too).
+        let named: Map<String, Value> = full.iter().filter(|_| rng.below(3) > 0).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let linked = resolve(&ds, &named);
+        // The form: the kind (named, or the model's), its preset, the engine, the model, then the
+        // other named fields typed one by one.
+        let kind = named.get("kind").and_then(Value::as_str).unwrap_or(headroom_core::fit::query::infer_kind(&ds, &named)).to_string();
+        let mut by_hand = parse_query(&ds, &format!("?kind={kind}"));
+        for (field, key) in [(Field::Engine, "engine"), (Field::Model, "model")] {
+            if let Some(v) = named.get(key) {
+                set_field(&ds, &mut by_hand, field, v.clone());
+            }
+        }
+        for (k, v) in &named {
+            if let Some(field) = Field::ALL.iter().copied().find(|f| f.as_str() == k && !matches!(f, Field::Engine | Field::Model)) {
+                set_field(&ds, &mut by_hand, field, v.clone());
+            } else if !matches!(k.as_str(), "kind" | "engine" | "model") {
+                by_hand.insert(k.clone(), v.clone());
+            }
+        }
+        let by_hand = headroom_core::fit::query::complete(&ds, &by_hand);
+        assert_eq!(linked, by_hand, "case {case}: {}", to_query(&named));
+    }
+}
+
+#[test]
+fn links_that_disagreed_with_the_form_now_open_what_it_shows() {
+    let ds = dataset();
+    // Ollama's usual 4-bit file, as the form shows after choosing the model and the context.
+    let s = parse_query(&ds, "?kind=llm-inference&model=qwen2.5-14b&card=rtx-3060-12gb&context=16384&engine=ollama");
+    assert_eq!((&s["weights"], &s["kv_cache"]), (&json!("Q4_K_M"), &json!("fp16")));
+    // Training: the task's preset (QLoRA with checkpointing), not the engine's bare defaults.
+    let s = parse_query(&ds, "?kind=training&model=llama-3.1-8b");
+    assert_eq!((&s["method"], &s["gradient_checkpointing"]), (&json!("qlora"), &json!(true)));
+    // No kind: the model's own task.
+    let s = parse_query(&ds, "?model=qwen2.5-14b");
+    assert_eq!((&s["kind"], &s["model"]), (&json!("llm-inference"), &json!("qwen2.5-14b")));
+    let s = parse_query(&ds, "?model=sdxl");
+    assert_eq!((&s["kind"], &s["precision"]), (&json!("diffusion"), &json!("fp16")));
+    // An unknown kind is kept, so the engine's message names it.
+    assert_eq!(parse_query(&ds, "?kind=poetry&model=x")["kind"], json!("poetry"));
+    // The URL encoding: a model object, text with spaces and ampersands, arrays.
+    let mut s = preset("training");
+    s.insert("model".into(), json!({"hf_config": {"model_type": "qwen2", "hidden_size": 896}, "name": "Qwen2.5 0.5B & co"}));
+    s.insert("lora_targets".into(), json!(["q_proj", "v_proj"]));
+    assert_eq!(decode(&to_query(&s)), s);
+    assert_eq!(decode("?kind=training&model={oops")["model"], json!("{oops"), "text that only looks like JSON stays text");
+    let q = to_query(&preset("training"));
+    assert!(q.starts_with("?kind=training&model=llama-3.1-8b"), "{q}");
+}
+
+#[test]
+fn a_new_model_or_engine_starts_from_its_own_defaults() {
+    let ds = dataset();
+    // FLUX in fp8, then SDXL: SDXL's own half precision, not FLUX's fp8.
+    let mut s = parse_query(&ds, "?kind=diffusion&model=flux.1-dev&precision=fp8&block_swap=16");
+    set_field(&ds, &mut s, Field::Model, json!("sdxl"));
+    assert_eq!((&s["precision"], &s["block_swap"]), (&json!("fp16"), &json!(0)));
+    // Ollama to vLLM: a GGUF scheme is not what vLLM runs; Ollama's KV types are not vLLM's.
+    let mut s = parse_query(&ds, "?kind=llm-inference&engine=ollama&gpu_layers=20");
+    set_field(&ds, &mut s, Field::Engine, json!("vllm"));
+    assert_eq!((&s["weights"], &s["kv_cache"]), (&json!("bf16"), &json!("bf16")));
+    assert!(!s.contains_key("gpu_layers"));
+    // And back: bf16 is a GGUF type too, so it stays; Ollama has no bf16 cache.
+    set_field(&ds, &mut s, Field::Engine, json!("ollama"));
+    assert_eq!((&s["weights"], &s["kv_cache"]), (&json!("bf16"), &json!("fp16")));
+    // A model change drops the layer counts of the previous one.
+    let mut s = parse_query(&ds, "?kind=llm-inference&engine=llama.cpp&gpu_layers=20&cpu_moe_layers=4");
+    set_field(&ds, &mut s, Field::Model, json!("qwen3-8b"));
+    assert!(!s.contains_key("gpu_layers") && !s.contains_key("cpu_moe_layers"));
+    // Ollama's KV choices are Ollama's.
+    let kv: Vec<String> = choices(&fields(&ds, &s), Field::KvCache).iter().map(|c| c.value.clone()).collect();
+    assert!(!kv.contains(&"fp8".to_string()));
+    let f = fields(&ds, &parse_query(&ds, "?engine=ollama"));
+    let kv: Vec<&str> = choices(&f, Field::KvCache).iter().map(|c| c.value.as_str()).collect();
+    assert_eq!(kv, ["fp16", "q8_0", "q4_0"]);
+}

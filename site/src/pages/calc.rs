@@ -2,20 +2,20 @@
 //! lives in the URL query so a result can be shared.
 
 use headroom_core::Lang;
-use headroom_core::fit::form::{Choice, ChoiceText, Field, Input, OWN_MODEL, Word, choice_value, fields, set_field};
+use headroom_core::fit::form::{Choice, ChoiceText, Field, Input, OWN_MODEL, Word, choice_value, fields, required, set_field, unit_of};
 use headroom_core::fit::levers::Change;
 use headroom_core::fit::search::Answers;
 use headroom_core::fit::{Card, Cost, Fit, Verdict, Workload, fit, fit_on_cards};
-use headroom_core::format::parse_decimal;
+use headroom_core::format::{NumberError, parse_decimal, read_number};
 use headroom_i18n::{Key, fmt, k, t};
 use leptos::prelude::*;
 use serde_json::{Value, json};
 
-use crate::fmt::{gib, typed_number};
+use crate::fmt::gib;
 use crate::own_model::{HUB_PREFIX, HubError, HubModels};
 use crate::ui::{ClaimRef, Data, term_label};
 
-pub use headroom_core::fit::query::{CARD_KEYS, State, complete, parse_query, preset, presets, to_query};
+pub use headroom_core::fit::query::{CARD_KEYS, State, parse_query, preset, presets, to_query};
 
 /// Why the calculator shows no result.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,6 +24,19 @@ pub enum NoResult {
     Loading,
     Hub(String, HubError),
     Invalid(String),
+    /// "Your own model" is chosen and not described yet.
+    OwnModelMissing,
+    /// A number field holds text that is not a number in the reader's notation.
+    Field(Field, NumberError),
+}
+
+/// Why the text a number field holds (in the state, as typed) cannot be read, if it cannot.
+pub fn field_error(lang: Lang, field: Field, text: &str) -> Option<NumberError> {
+    match read_number(text, lang, unit_of(field)) {
+        Err(NumberError::Empty) if !required(field) => None,
+        Err(e) => Some(e),
+        Ok(_) => None,
+    }
 }
 
 /// The card a state names under `key` (`card` or `card2`): a catalog id or a size in GiB (`12`,
@@ -41,7 +54,23 @@ pub fn card_in(ds: &headroom_core::Dataset, s: &State, key: &str) -> Option<Resu
 
 /// The fit for a calculator state: a `card` adds the verdict, the plan and the answers for that
 /// card; a `model` of `hf:organization/name` is the config fetched for that id.
-pub fn compute(ds: &headroom_core::Dataset, state: &State, hub: &HubModels) -> Result<Fit, NoResult> {
+///
+/// A result is only given for the state on screen: a number field holding text it cannot read, or
+/// "your own model" chosen and not yet described, is no result, with the reason.
+pub fn compute(ds: &headroom_core::Dataset, lang: Lang, state: &State, hub: &HubModels) -> Result<Fit, NoResult> {
+    if state.get("model").and_then(Value::as_str) == Some(OWN_MODEL) {
+        return Err(NoResult::OwnModelMissing);
+    }
+    for (field, input) in fields(ds, state) {
+        if let (Input::Number { .. }, Some(text)) = (&input, state.get(field.as_str()).and_then(held_text)) {
+            if let Some(e) = field_error(lang, field, &text) {
+                return Err(NoResult::Field(field, e));
+            }
+        }
+        if required(field) && !state.contains_key(field.as_str()) {
+            return Err(NoResult::Field(field, NumberError::Empty));
+        }
+    }
     let mut w = state.clone();
     for key in CARD_KEYS {
         w.remove(key);
@@ -85,19 +114,15 @@ pub fn second_card(ds: &headroom_core::Dataset, state: &State, f: &Fit) -> Optio
     Some((Verdict::of(&card, f.peak_bytes), a))
 }
 
-/// Whether the state's model is the user's own (a config object or a Hub id) rather than a
-/// catalog entry.
+/// Whether the state's model is the user's own (a config object, a Hub id, or chosen and not yet
+/// described) rather than a catalog entry.
 pub fn is_own_model(s: &State) -> bool {
     match s.get("model") {
-        Some(Value::String(m)) => m.starts_with(HUB_PREFIX),
+        Some(Value::String(m)) => m.starts_with(HUB_PREFIX) || m == OWN_MODEL,
         Some(Value::Object(_)) => true,
         _ => false,
     }
 }
-
-/// Whether the "your model" panel is open.
-#[derive(Clone, Copy)]
-pub struct OwnOpen(pub RwSignal<bool>);
 
 /// A form field's label.
 fn field_key(field: Field) -> Key {
@@ -171,11 +196,26 @@ fn choice_text(lang: Lang, c: &Choice) -> String {
     }
 }
 
-/// The text a number input shows for a state value: what the reader typed when it means the same
-/// number (so "1." or "0.50" survive the round trip through the state while typing), else the
-/// value written out.
+/// The text a number input shows: what the reader typed while it reads as the state's value (so
+/// "16k", "16.384" or "1," survive the round trip through the state while typing), else the
+/// state's value written out (text it could not read stays as typed).
+fn number_text(typed: Option<&String>, value: Option<&Value>, lang: Lang, field: Field) -> String {
+    let read = |t: &str| read_number(t, lang, unit_of(field)).ok().map(|n| n.value);
+    match value {
+        Some(Value::Number(n)) => match typed {
+            Some(t) if read(t) == n.as_f64() => t.clone(),
+            _ => n.to_string(),
+        },
+        Some(Value::String(s)) => s.clone(),
+        _ => typed.filter(|t| t.trim().is_empty()).cloned().unwrap_or_default(),
+    }
+}
+
+/// The card fields' text: what the reader typed when it means the same number (kept on the input
+/// element), else the value written out.
 #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
-fn number_text(node: NodeRef<leptos::html::Input>, value: Option<Value>) -> String {
+fn node_number_text(node: NodeRef<leptos::html::Input>, value: Option<Value>) -> String {
+    use crate::fmt::typed_number;
     let want = match &value {
         Some(Value::Number(n)) => n.as_f64(),
         Some(Value::String(s)) => typed_number(s),
@@ -189,12 +229,68 @@ fn number_text(node: NodeRef<leptos::html::Input>, value: Option<Value>) -> Stri
             return typed;
         }
     }
-    #[cfg(not(feature = "csr"))]
-    let _ = node;
     match value {
         Some(Value::String(s)) => s,
         Some(v) if !v.is_null() => v.to_string(),
         _ => String::new(),
+    }
+}
+
+/// What each number field holds as the reader typed it (the form re-renders on every change).
+#[derive(Clone, Copy)]
+struct Typed(RwSignal<std::collections::BTreeMap<&'static str, String>>);
+
+/// A number field's line under the input: why its text cannot be read, or how a suffix or a
+/// grouping was read ("Read as 16,384.").
+fn field_note(lang: Lang, field: Field, typed: Option<&String>, value: Option<&Value>) -> Option<(bool, String)> {
+    use headroom_core::format::number;
+    match value {
+        Some(v @ (Value::String(_) | Value::Number(_))) if held_text(v).and_then(|x| field_error(lang, field, &x)).is_some() => {
+            let text = held_text(v).unwrap_or_default();
+            field_error(lang, field, &text).map(|e| (true, number_error_text(lang, &e, &text)))
+        }
+        None if required(field) => Some((true, t(lang, k::CALC_NUMBER_EMPTY).to_string())),
+        Some(Value::Number(n)) => {
+            let t = typed?;
+            let read = read_number(t, lang, unit_of(field)).ok()?;
+            (read.rewritten && Some(read.value) == n.as_f64()).then(|| (false, fmt(lang, k::CALC_READ_AS, &[("value", &number(read.value, lang))])))
+        }
+        _ => None,
+    }
+}
+
+/// What a number field holds, as text: typed text the page could not read, or a number (a link's
+/// `context=16.5` is held to the field's rules like typed text).
+fn held_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A number error in the reader's language.
+pub fn number_error_text(lang: Lang, e: &NumberError, text: &str) -> String {
+    let key = match e {
+        NumberError::Empty => k::CALC_NUMBER_EMPTY,
+        NumberError::NotANumber => k::CALC_NUMBER_NAN,
+        NumberError::Negative => k::CALC_NUMBER_NEGATIVE,
+        NumberError::NotWhole => k::CALC_NUMBER_NOT_WHOLE,
+        NumberError::TooLarge => k::CALC_NUMBER_TOO_LARGE,
+    };
+    fmt(lang, key, &[("text", text.trim())])
+}
+
+/// Why no result is shown, in the reader's language.
+fn no_result_text(lang: Lang, r: &NoResult) -> String {
+    match r {
+        NoResult::Loading => t(lang, k::CALC_OWN_LOADING).to_string(),
+        NoResult::Hub(id, e) => hub_message(lang, id, e),
+        NoResult::Invalid(e) => fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, e))]),
+        NoResult::OwnModelMissing => fmt(lang, k::CALC_NOT_COMPUTED, &[("reason", t(lang, k::CALC_NOT_COMPUTED_OWN))]),
+        NoResult::Field(field, _) => {
+            fmt(lang, k::CALC_NOT_COMPUTED, &[("reason", &fmt(lang, k::CALC_NOT_COMPUTED_FIELD, &[("field", t(lang, field_key(*field)))]))])
+        }
     }
 }
 
@@ -205,9 +301,8 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, field: Field, inpu
         Input::Select(choices) => {
             let first = choices.first().map(|c| c.value.clone()).unwrap_or_default();
             let ds2 = ds.clone();
-            let open = use_context::<OwnOpen>();
             let current = move || {
-                if field == Field::Model && (state.with(is_own_model) || open.is_some_and(|o| o.0.get())) {
+                if field == Field::Model && state.with(is_own_model) {
                     return OWN_MODEL.to_string();
                 }
                 match state.with(|s| s.get(field.as_str()).cloned()) {
@@ -221,14 +316,6 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, field: Field, inpu
                 <label for=id.clone()>{label}</label>
                 <select id=id prop:value=current on:change=move |ev| {
                     let v = event_target_value(&ev);
-                    if field == Field::Model {
-                        if let Some(o) = open {
-                            o.0.set(v == OWN_MODEL);
-                        }
-                        if v == OWN_MODEL {
-                            return;
-                        }
-                    }
                     state.update(|s| set_field(&ds2, s, field, choice_value(field, &v)));
                 }>
                     {choices.into_iter().map(|c| view! { <option value=c.value.clone()>{choice_text(lang, &c)}</option> }).collect_view()}
@@ -236,25 +323,42 @@ fn control_view(lang: Lang, ds: Data, state: RwSignal<State>, field: Field, inpu
             }
             .into_any()
         }
-        Input::Number { step, default } => {
-            let node = NodeRef::<leptos::html::Input>::new();
-            let current = move || number_text(node, state.with(|s| s.get(field.as_str()).cloned()));
+        Input::Number { step, default, .. } => {
+            let typed = use_context::<Typed>().map(|t| t.0);
+            let key = field.as_str();
+            let text =
+                move || number_text(typed.and_then(|t| t.with(|m| m.get(key).cloned())).as_ref(), state.with(|s| s.get(key).cloned()).as_ref(), lang, field);
+            let note = move || {
+                let typed = typed.and_then(|t| t.with(|m| m.get(key).cloned()));
+                state.with(|s| field_note(lang, field, typed.as_ref(), s.get(key)))
+            };
             let placeholder = default.unwrap_or_default();
+            let note_id = format!("{id}-note");
+            let described = note_id.clone();
             view! {
                 <label for=id.clone()>{label}</label>
-                <input node_ref=node id=id type="text" inputmode="decimal" autocomplete="off" min="0" step=step placeholder=placeholder prop:value=current on:input=move |ev| {
+                <input id=id type="text" inputmode="decimal" autocomplete="off" min="0" step=step placeholder=placeholder
+                    aria-describedby=described aria-invalid=move || note().is_some_and(|n| n.0).to_string()
+                    prop:value=text on:input=move |ev| {
                     let v = event_target_value(&ev);
-                    let value = if v.trim().is_empty() {
-                        Value::Null
-                    } else if let Ok(n) = v.trim().parse::<u64>() {
-                        json!(n)
-                    } else if let Some(x) = typed_number(&v) {
-                        json!(x)
-                    } else {
-                        return;
+                    if let Some(t) = typed {
+                        t.update(|m| {
+                            m.insert(key, v.clone());
+                        });
+                    }
+                    // A number in the reader's notation; text it cannot read stays in the state as
+                    // typed, so the page shows why and no result.
+                    let value = match read_number(&v, lang, unit_of(field)) {
+                        Ok(n) if n.value.fract() == 0.0 => json!(n.value as u64),
+                        Ok(n) => json!(n.value),
+                        Err(NumberError::Empty) if !required(field) => Value::Null,
+                        Err(_) => json!(v),
                     };
                     state.update(|s| set_field(&ds, s, field, value));
                 } />
+                {move || note().map(|(error, text)| view! {
+                    <p id=note_id.clone() class=if error { "field-note error" } else { "field-note" } role=if error { "alert" } else { "status" }>{text}</p>
+                })}
             }
             .into_any()
         }
@@ -922,14 +1026,10 @@ fn OwnModelPanel(
     // A diffusion checkpoint: the task becomes image/video, with that model at its native size,
     // the file's format as the precision and its denoiser bytes.
     let ds_k = ds.clone();
-    let open = use_context::<OwnOpen>();
     #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
     let use_checkpoint = move |w: State| {
         message.set(None);
         pending.set(None);
-        if let Some(o) = open {
-            o.0.set(false);
-        }
         state.update(|s| {
             if s.get("kind").and_then(|k| k.as_str()) != Some("diffusion") {
                 let old = std::mem::replace(s, preset("diffusion"));
@@ -1164,7 +1264,7 @@ fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, 
     let ram_node = NodeRef::<leptos::html::Input>::new();
     #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
     let ds_report = ds.clone();
-    let size = move || number_text(size_node, state.with(|s| s.get("card").filter(|v| !v.as_str().is_some_and(|x| ds.gpu(x).is_some())).cloned()));
+    let size = move || node_number_text(size_node, state.with(|s| s.get("card").filter(|v| !v.as_str().is_some_and(|x| ds.gpu(x).is_some())).cloned()));
     let set = move |key: &'static str, v: Option<Value>| {
         state.update(|s| {
             match v {
@@ -1281,7 +1381,7 @@ fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, 
             }})}
             <div class="field">
                 <label for="c-other">{t(lang, k::CALC_OTHER)}</label>
-                <input node_ref=other_node id="c-other" type="text" inputmode="decimal" autocomplete="off" min="0" step="0.1" placeholder="0" prop:value=move || number_text(other_node, state.with(|s| s.get("other").cloned())) on:input=move |ev| {
+                <input node_ref=other_node id="c-other" type="text" inputmode="decimal" autocomplete="off" min="0" step="0.1" placeholder="0" prop:value=move || node_number_text(other_node, state.with(|s| s.get("other").cloned())) on:input=move |ev| {
                     let v = event_target_value(&ev).trim().replace(',', ".");
                     set("other", parse_decimal(&v).filter(|x| *x > 0.0).map(|x| json!(x)));
                 } />
@@ -1289,7 +1389,7 @@ fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, 
             {move || (state.with(|s| s.contains_key("ram")) || result.with(|r| r.as_ref().is_ok_and(|f| f.host_bytes > 0))).then(|| view! {
                 <div class="field">
                     <label for="c-ram">{t(lang, k::CALC_RAM)}</label>
-                    <input node_ref=ram_node id="c-ram" type="text" inputmode="decimal" autocomplete="off" aria-describedby="c-ram-hint" prop:value=move || number_text(ram_node, state.with(|s| s.get("ram").cloned())) on:input=move |ev| {
+                    <input node_ref=ram_node id="c-ram" type="text" inputmode="decimal" autocomplete="off" aria-describedby="c-ram-hint" prop:value=move || node_number_text(ram_node, state.with(|s| s.get("ram").cloned())) on:input=move |ev| {
                         let v = event_target_value(&ev).trim().replace(',', ".");
                         set("ram", parse_decimal(&v).filter(|x| *x > 0.0).map(|x| json!(x)));
                     } />
@@ -1330,7 +1430,7 @@ fn Summary(lang: Lang, result: Memo<Result<Fit, NoResult>>) -> impl IntoView {
                 };
                 (class, peak, f.verdict.as_ref().map(|v| verdict_line(lang, v)))
             }
-            Err(_) => ("summary", String::new(), None),
+            Err(e) => ("summary none", no_result_text(lang, e), None),
         })
     };
     view! {
@@ -1343,7 +1443,7 @@ fn Summary(lang: Lang, result: Memo<Result<Fit, NoResult>>) -> impl IntoView {
 
 #[component]
 pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
-    let state = RwSignal::new(complete(&ds, &parse_query(&query)));
+    let state = RwSignal::new(parse_query(&ds, &query));
     // The card the reader chose before, when the link names none.
     #[cfg(feature = "csr")]
     if state.with_untracked(|s| !s.contains_key("card")) {
@@ -1353,8 +1453,8 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
         }
     }
     let hub: RwSignal<HubModels> = RwSignal::new(HubModels::new());
-    let open = RwSignal::new(state.with_untracked(is_own_model));
-    provide_context(OwnOpen(open));
+    let typed = RwSignal::new(std::collections::BTreeMap::new());
+    provide_context(Typed(typed));
     #[cfg(feature = "csr")]
     Effect::new(move |_| {
         let q = state.with(to_query);
@@ -1382,11 +1482,12 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
         });
     }
     let ds_c = ds.clone();
-    let result = Memo::new(move |_| hub.with(|h| state.with(|s| compute(&ds_c, s, h))));
+    let result = Memo::new(move |_| hub.with(|h| state.with(|s| compute(&ds_c, lang, s, h))));
     let kind = move || state.with(|s| s.get("kind").and_then(|k| k.as_str()).unwrap_or("llm-inference").to_string());
     let tasks = [("llm-inference", k::CALC_KIND_LLM), ("training", k::CALC_KIND_TRAINING), ("diffusion", k::CALC_KIND_DIFFUSION)];
     let ds_f = ds.clone();
     let ds_r = ds.clone();
+    let ds_kind = ds.clone();
     let ds_o = ds.clone();
     let share = move || format!("{}{}", crate::routes::Route::Calculator.path(lang), state.with(to_query));
     let mut gpus: Vec<&headroom_core::Gpu> = ds.gpus.iter().collect();
@@ -1395,23 +1496,24 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
         gpus.iter().map(|g| (g.id.clone(), format!("{} · {}", g.name, gib(headroom_core::fit::gpu_bytes(g) as f64, lang)))).collect();
     let arch = Signal::derive(move || result.with(|r| r.as_ref().ok().and_then(|f| f.architecture.clone())));
     let manual_open = Signal::derive(move || result.with(|r| matches!(r, Err(NoResult::Invalid(e)) if asks_for_hand_description(e))));
-    let show_panel = move || open.get() || state.with(is_own_model) || state.with(|s| s.contains_key("file"));
+    let show_panel = move || state.with(|s| is_own_model(s) || s.contains_key("file"));
     view! {
         <h1>{t(lang, k::CALC_TITLE)}</h1>
         <p class="lead">{t(lang, k::CALC_LEAD)}</p>
         <fieldset class="tasks-switch">
             <legend>{t(lang, k::CALC_KIND)}</legend>
-            {tasks.into_iter().map(|(kd, label)| view! {
+            {tasks.into_iter().map(|(kd, label)| {
+                let ds_k = ds_kind.clone();
+                view! {
                 <label class="radio">
                     <input type="radio" name="kind" value=kd prop:checked=move || kind() == kd on:change=move |_| {
-                        let mut next = preset(kd);
+                        let mut next = parse_query(&ds_k, &format!("?kind={kd}"));
                         state.with_untracked(|s| keep_card(s, &mut next));
-                        open.set(false);
                         state.set(next)
                     } />
                     {t(lang, label)}
                 </label>
-            }).collect_view()}
+            }}).collect_view()}
         </fieldset>
         <details class="presets">
             <summary>{t(lang, k::CALC_PRESETS)}</summary>
@@ -1420,7 +1522,6 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
                     let label = preset_label(lang, id);
                     let m = w.as_object().cloned().unwrap();
                     view! { <li><button type="button" class="preset" on:click=move |_| {
-                        open.set(false);
                         state.update(|s| {
                             let old = std::mem::replace(s, m.clone());
                             keep_card(&old, s);
@@ -1441,8 +1542,14 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
         {move || match result.get() {
             Ok(r) => view! { <Result lang=lang ds=ds_r.clone() state=state result=r /> }.into_any(),
             Err(NoResult::Loading) => view! { <p id="calc-loading" aria-live="polite">{t(lang, k::CALC_OWN_LOADING)}</p> }.into_any(),
-            Err(NoResult::Hub(id, e)) => view! { <p role="alert" id="calc-error">{hub_message(lang, &id, &e)}</p> }.into_any(),
-            Err(NoResult::Invalid(e)) => view! { <p role="alert" id="calc-error">{fmt(lang, k::CALC_ERROR, &[("error", &error_text(lang, &e))])}</p> }.into_any(),
+            Err(e) => {
+                let code = match &e {
+                    NoResult::OwnModelMissing => "own-model",
+                    NoResult::Field(f, _) => f.as_str(),
+                    _ => "engine",
+                };
+                view! { <p role="alert" id="calc-error" data-not-computed=code>{no_result_text(lang, &e)}</p> }.into_any()
+            }
         }}
         <p><a id="share" href=share>{t(lang, k::CALC_SHARE)}</a></p>
     }

@@ -36,6 +36,15 @@ pub fn default_cfg(family: Family) -> bool {
     !matches!(family, Family::Flux | Family::HunyuanVideo)
 }
 
+/// The format a model's pipeline is published and run in, where a reader starts: half precision
+/// for Stable Diffusion 1.5 and XL (their fp16 checkpoints), bf16 for the later families.
+pub fn default_precision(family: Family) -> &'static str {
+    match family {
+        Family::Sd15 | Family::Sdxl => "fp16",
+        _ => "bf16",
+    }
+}
+
 /// How the model's diffusers pipeline runs classifier-free guidance: the two predictions as one
 /// batch (true) or one pass after the other (false), with the claim that says so.
 pub fn guidance_batched(family: Family) -> (bool, &'static str) {

@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::format::NumberUnit;
 use crate::{Dataset, Modality};
 
 /// The model select's value that opens the "your model" panel.
@@ -54,10 +55,12 @@ crate::string_enum!(Field { Model = "model", Method = "method", Precision = "pre
 pub enum Input {
     /// One of these choices; unset means the first.
     Select(Vec<Choice>),
-    /// A number, with the input's step and what an empty field means (shown as the placeholder).
+    /// A number, with the input's step, what an empty field means (shown as the placeholder; none
+    /// when the field must be filled) and what it counts (what `16k` means in it).
     Number {
         step: &'static str,
         default: Option<String>,
+        unit: NumberUnit,
     },
     Check,
 }
@@ -123,12 +126,57 @@ fn select(field: Field, choices: Vec<Choice>) -> (Field, Input) {
     (field, Input::Select(choices))
 }
 
+/// What a number field counts.
+pub fn unit_of(field: Field) -> NumberUnit {
+    match field {
+        Field::Context | Field::Seq | Field::Ubatch => NumberUnit::Tokens,
+        Field::Width | Field::Height => NumberUnit::Pixels,
+        Field::GpuMemoryUtilization => NumberUnit::Fraction,
+        _ => NumberUnit::Count,
+    }
+}
+
 fn number(field: Field, step: &'static str) -> (Field, Input) {
-    (field, Input::Number { step, default: None })
+    (field, Input::Number { step, default: None, unit: unit_of(field) })
 }
 
 fn number_or(field: Field, step: &'static str, default: String) -> (Field, Input) {
-    (field, Input::Number { step, default: Some(default) })
+    (field, Input::Number { step, default: Some(default), unit: unit_of(field) })
+}
+
+/// Whether a workload cannot do without the field (the rest have a default the engine applies).
+pub fn required(field: Field) -> bool {
+    matches!(field, Field::Context | Field::Seq | Field::Model)
+}
+
+/// The weight formats an engine runs: llama.cpp and Ollama run GGUF files (their float types
+/// included), transformers and vLLM the Hugging Face checkpoints and their quantizations.
+pub fn engine_runs(ds: &Dataset, engine: &str, format: &str) -> bool {
+    use crate::QuantFamily::*;
+    let gguf = matches!(engine, "llama.cpp" | "ollama");
+    match ds.quant(format).map(|q| q.family) {
+        Some(GgufType | GgufScheme) => gguf,
+        Some(Float) => !gguf || matches!(format, "fp32" | "bf16" | "fp16"),
+        Some(Int | Bnb | Awq | Gptq) => !gguf,
+        None => true,
+    }
+}
+
+/// The KV-cache formats an engine offers, its default first: llama.cpp's and Ollama's cache types
+/// (Ollama has no bf16), vLLM's `auto` (the model's bf16) and fp8, transformers' model dtype.
+pub fn kv_formats(engine: &str) -> &'static [&'static str] {
+    match engine {
+        "llama.cpp" => &["fp16", "bf16", "q8_0", "q4_0"],
+        "ollama" => &["fp16", "q8_0", "q4_0"],
+        "vllm" => &["bf16", "fp8"],
+        _ => &["bf16", "fp16"],
+    }
+}
+
+/// The weight format a reader starts from with an engine: the 4-bit GGUF scheme that llama.cpp
+/// and Ollama users download, the published bf16 checkpoint for transformers and vLLM.
+pub fn default_weights(engine: &str) -> &'static str {
+    if matches!(engine, "llama.cpp" | "ollama") { "Q4_K_M" } else { "bf16" }
 }
 
 /// The catalog's models of a kind, then the reader's own.
@@ -221,8 +269,10 @@ fn training_fields(s: &Map<String, Value>, llms: Vec<Choice>) -> Vec<(Field, Inp
 fn inference_fields(ds: &Dataset, s: &Map<String, Value>, llms: Vec<Choice>) -> Vec<(Field, Input)> {
     let engine = text(s, "engine");
     // A model file's own format joins the list when it is not one of the usual ones.
+    let engine_or_default = if engine.is_empty() { "transformers" } else { engine };
     let mut weights =
         formats(ds, &["bf16", "fp16", "fp8", "int8", "awq-int4", "gptq-int4", "nf4", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_K_S", "Q3_K_M", "IQ4_XS", "Q2_K"]);
+    weights.retain(|c| engine_runs(ds, engine_or_default, &c.value));
     let current = text(s, "weights").to_string();
     if !weights.iter().any(|c| c.value == current) && ds.quant(&current).is_some() {
         weights.push(Choice { value: current, text: ChoiceText::Value });
@@ -231,7 +281,7 @@ fn inference_fields(ds: &Dataset, s: &Map<String, Value>, llms: Vec<Choice>) -> 
         select(Field::Model, llms),
         select(Field::Engine, named(&[("transformers", "transformers"), ("vllm", "vLLM"), ("llama.cpp", "llama.cpp"), ("ollama", "Ollama")])),
         select(Field::Weights, weights),
-        select(Field::KvCache, formats(ds, &["bf16", "fp16", "fp8", "q8_0", "q4_0"])),
+        select(Field::KvCache, formats(ds, kv_formats(engine_or_default))),
         number(Field::Context, "256"),
         number(Field::Batch, "1"),
     ];
@@ -277,10 +327,48 @@ pub fn choice_value(field: Field, v: &str) -> Value {
 
 /// Sets one field (none removes it); a new model of a diffusion workload brings that model's
 /// size, guidance and frames, and drops the checkpoint recognised for the previous one.
+///
+/// A new model starts from its own defaults: a diffusion model's format, size, guidance and
+/// frames; an LLM's layer counts (`gpu_layers`, `cpu_moe_layers`) go back to "every layer". A new
+/// engine keeps the weight and KV formats it runs and otherwise takes its defaults
+/// ([`default_weights`], [`kv_formats`]), and drops the settings only the previous engine had.
 pub fn set_field(ds: &Dataset, s: &mut Map<String, Value>, field: Field, value: Value) {
-    if field == Field::Model && s.get("kind").and_then(Value::as_str) == Some("diffusion") {
+    let kind = s.get("kind").and_then(Value::as_str).unwrap_or("llm-inference").to_string();
+    if field == Field::Engine && kind == "llm-inference" {
+        let engine = value.as_str().unwrap_or("transformers");
+        let weights = text(s, "weights").to_string();
+        if weights.is_empty() || !engine_runs(ds, engine, &weights) {
+            s.insert("weights".into(), json!(default_weights(engine)));
+        }
+        if !kv_formats(engine).contains(&text(s, "kv_cache")) {
+            s.insert("kv_cache".into(), json!(kv_formats(engine)[0]));
+        }
+        let dropped: &[&str] = match engine {
+            "vllm" => &["gpu_layers", "flash_attention", "ubatch", "cpu_moe_layers"],
+            "transformers" => &["gpu_layers", "flash_attention", "ubatch", "cpu_moe_layers", "gpu_memory_utilization", "gpus", "cards"],
+            _ => &["gpu_memory_utilization"],
+        };
+        for f in dropped {
+            s.remove(*f);
+        }
+        // Every logit is a transformers run's choice (the form offers it there only).
+        if engine != "transformers" && s.contains_key("all_logits") {
+            s.insert("all_logits".into(), json!(false));
+        }
+    }
+    if field == Field::Model && kind != "diffusion" {
+        s.remove("gpu_layers");
+        s.remove("cpu_moe_layers");
+    }
+    if field == Field::Model && kind == "diffusion" {
         s.remove("file");
+        s.remove("text_encoder_precision");
+        // Counted in the previous model's blocks.
+        if s.contains_key("block_swap") {
+            s.insert("block_swap".into(), json!(0));
+        }
         if let Some(m) = value.as_str().and_then(|id| ds.diffusion_model(id)) {
+            s.insert("precision".into(), json!(super::diffusion::default_precision(m.family)));
             let (w, h) = super::diffusion::native_size(ds, m).unwrap_or((0, 0));
             s.insert("width".into(), json!(w));
             s.insert("height".into(), json!(h));

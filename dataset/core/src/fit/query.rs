@@ -1,5 +1,6 @@
-//! The calculator's state as a URL query (`?kind=training&seq=2048&...`): the same parsing for
-//! the site, the guides' calculator links and tests.
+//! The calculator's state and its URL query (`?kind=training&seq=2048&…`): one mapping for the
+//! site's form and links, the guides' calculator links and the tests. Tested in
+//! `dataset/core/tests/form.rs` against the real catalogs.
 
 use serde_json::{Map, Value, json};
 
@@ -14,7 +15,7 @@ pub fn preset(kind: &str) -> State {
             r#"{"kind":"training","model":"llama-3.1-8b","method":"qlora","precision":"bf16","optimizer":"adamw","seq":2048,"batch":1,"gradient_checkpointing":true,"lora_rank":16}"#
         }
         "diffusion" => r#"{"kind":"diffusion","model":"flux.1-dev","precision":"fp8","width":1024,"height":1024,"batch":1,"cfg":false}"#,
-        _ => r#"{"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"bf16","context":8192,"batch":1,"engine":"ollama"}"#,
+        _ => r#"{"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"fp16","context":8192,"batch":1,"engine":"ollama"}"#,
     };
     serde_json::from_str(text).expect("the presets are JSON objects")
 }
@@ -24,7 +25,7 @@ pub fn presets() -> Vec<(&'static str, Value)> {
     const PRESETS: [(&str, &str); 8] = [
         (
             "llama8b_ollama",
-            r#"{"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"bf16","context":8192,"batch":1,"engine":"ollama"}"#,
+            r#"{"kind":"llm-inference","model":"llama-3.1-8b","weights":"Q4_K_M","kv_cache":"fp16","context":8192,"batch":1,"engine":"ollama"}"#,
         ),
         (
             "qwen8b_transformers",
@@ -46,71 +47,81 @@ pub fn presets() -> Vec<(&'static str, Value)> {
     PRESETS.iter().map(|(id, text)| (*id, serde_json::from_str(text).expect("the presets are JSON"))).collect()
 }
 
-fn decode(s: &str) -> String {
-    let mut out = Vec::new();
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                if let Ok(x) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                    out.push(x);
-                    i += 2;
-                } else {
-                    out.push(b'%');
-                }
-            }
-            c => out.push(c),
+/// A query's value, typed: `true`/`false` as booleans, digits as numbers, a JSON object or array
+/// (a reader's `model` with its config, `lora_targets`) as JSON; anything else as text, so that a
+/// value the engine refuses reaches it and its message names the field.
+fn typed(v: &str) -> Value {
+    if v.starts_with('{') || v.starts_with('[') {
+        if let Ok(x) = serde_json::from_str::<Value>(v) {
+            return x;
         }
-        i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|c| match c {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (c as char).to_string(),
-            _ => format!("%{c:02X}"),
-        })
-        .collect()
-}
-
-/// `?kind=training&seq=2048&gradient_checkpointing=true` → a workload object (numbers and
-/// booleans typed; a value that is a JSON object or array, such as a user's `model` with its
-/// config or `lora_targets`, is kept as JSON). A query without `kind` starts from the LLM preset;
-/// one with only `kind` starts from that task's preset.
-pub fn parse_query(query: &str) -> State {
-    let mut m = Map::new();
-    for kv in query.trim_start_matches('?').split('&').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        let (k, v) = (decode(k), decode(v));
-        let structured = (v.starts_with('{') || v.starts_with('[')).then(|| serde_json::from_str::<Value>(&v).ok()).flatten();
-        let value = match v.as_str() {
-            _ if structured.is_some() => structured.unwrap(),
-            "true" => Value::Bool(true),
-            "false" => Value::Bool(false),
-            _ => match v.parse::<u64>() {
-                Ok(n) => json!(n),
-                Err(_) => match crate::format::parse_decimal(&v) {
-                    Some(x) if v.contains('.') => json!(x),
-                    _ => Value::String(v),
-                },
+    match v {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => match v.parse::<u64>() {
+            Ok(n) => json!(n),
+            Err(_) => match crate::format::parse_decimal(v) {
+                Some(x) if v.contains('.') => json!(x),
+                _ => Value::String(v.to_string()),
             },
-        };
-        m.insert(k, value);
+        },
     }
-    let kind = m.get("kind").and_then(|k| k.as_str()).unwrap_or("llm-inference").to_string();
-    if m.len() <= 1 {
-        return preset(&kind);
-    }
-    m
 }
 
-/// Keys of the calculator state that are about the card, not the workload: `card` (a catalog id or a
-/// size), `other` (GiB other processes use), `ram` (GiB of system RAM), `card2` (a second card to
-/// compare).
+/// The fields a query names (`?kind=training&seq=2048&…`), typed, read with the URL form
+/// encoding (`form_urlencoded`); nothing filled in.
+pub fn decode(query: &str) -> State {
+    form_urlencoded::parse(query.trim_start_matches('?').as_bytes()).map(|(k, v)| (k.into_owned(), typed(&v))).collect()
+}
+
+/// The task a link means when it names no kind: a catalog diffusion model is an image or video
+/// workload; fields only training has (`method`, `seq`, `optimizer`, …) make it training; any other
+/// model (a catalog LLM, a reader's config, a Hub id) is an LLM's inference.
+pub fn infer_kind(ds: &crate::Dataset, named: &State) -> &'static str {
+    const TRAINING: [&str; 8] = ["method", "seq", "optimizer", "lora_rank", "gradient_checkpointing", "zero", "fsdp", "cpu_offload"];
+    match named.get("model").and_then(Value::as_str) {
+        Some(id) if ds.diffusion_model(id).is_some() => "diffusion",
+        _ if TRAINING.iter().any(|k| named.contains_key(*k)) => "training",
+        _ => "llm-inference",
+    }
+}
+
+/// The state a set of named fields opens: what the form shows after a reader picks the kind
+/// (its preset), the engine, the model, and then types each other field — each through
+/// [`super::form::set_field`], the form's own rule — with every field the workload takes written
+/// out at its default ([`complete`]). A link and the form therefore cannot disagree. A kind the
+/// engine does not know is kept as given, so its message names it.
+pub fn resolve(ds: &crate::Dataset, named: &State) -> State {
+    use super::form::{Field, set_field};
+    let kind = match named.get("kind") {
+        Some(Value::String(k)) if matches!(k.as_str(), "llm-inference" | "training" | "diffusion") => k.clone(),
+        Some(_) => return named.clone(),
+        None => infer_kind(ds, named).to_string(),
+    };
+    let mut s = complete(ds, &preset(&kind));
+    for (field, key) in [(Field::Engine, "engine"), (Field::Model, "model")] {
+        if let Some(v) = named.get(key) {
+            set_field(ds, &mut s, field, v.clone());
+        }
+    }
+    for (k, v) in named {
+        if !matches!(k.as_str(), "kind" | "engine" | "model") {
+            if v.is_null() {
+                s.remove(k);
+            } else {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    complete(ds, &s)
+}
+
+/// The state a calculator URL opens ([`decode`], then [`resolve`]).
+pub fn parse_query(ds: &crate::Dataset, query: &str) -> State {
+    resolve(ds, &decode(query))
+}
+
 /// The card fields of a calculator state (not workload fields): the card, what other processes
 /// use on it, system RAM, the other cards in the same machine (`cards`, comma-separated) and a
 /// card to compare.
@@ -136,75 +147,42 @@ pub fn complete(ds: &crate::Dataset, s: &State) -> State {
         }
     }
     let Ok(workload) = super::Workload::from_value(&Value::Object(w)) else { return s.clone() };
-    let Value::Object(mut out) = workload.to_value() else { return s.clone() };
+    let Value::Object(mut filled) = workload.to_value() else { return s.clone() };
     if let super::Workload::Diffusion(d) = &workload {
         if let Some(m) = ds.diffusion_model(&d.model) {
             if let Ok((nw, nh)) = super::diffusion::native_size(ds, m) {
-                out.insert("width".into(), json!(d.width.unwrap_or(nw)));
-                out.insert("height".into(), json!(d.height.unwrap_or(nh)));
+                filled.insert("width".into(), json!(d.width.unwrap_or(nw)));
+                filled.insert("height".into(), json!(d.height.unwrap_or(nh)));
             }
             if m.modality == crate::Modality::Video {
                 if let Ok(f) = super::diffusion::default_frames(ds, m) {
-                    out.insert("frames".into(), json!(d.frames.unwrap_or(f)));
+                    filled.insert("frames".into(), json!(d.frames.unwrap_or(f)));
                 }
             }
-            out.insert("cfg".into(), json!(d.cfg.unwrap_or_else(|| super::diffusion::default_cfg(m.family))));
+            filled.insert("cfg".into(), json!(d.cfg.unwrap_or_else(|| super::diffusion::default_cfg(m.family))));
         }
     }
-    out.retain(|_, v| !v.is_null());
-    for key in CARD_KEYS {
-        if let Some(v) = s.get(key) {
-            out.insert(key.into(), v.clone());
+    // Only what is absent is filled: a given value stays exactly as given.
+    let mut out = s.clone();
+    for (k, v) in filled {
+        if !v.is_null() && !out.contains_key(&k) {
+            out.insert(k, v);
         }
     }
     out
 }
 
+/// The URL query of a state: every field written out (a shared link keeps its meaning if a
+/// default changes), `kind` and `model` first, in the URL form encoding.
 pub fn to_query(state: &State) -> String {
-    let mut keys: Vec<&String> = state.keys().collect();
+    let mut keys: Vec<&String> = state.keys().filter(|k| !state[*k].is_null()).collect();
     crate::sort_short_by(&mut keys, |a, b| (a.as_str() != "kind", a.as_str() != "model", a).cmp(&(b.as_str() != "kind", b.as_str() != "model", b)));
-    let parts: Vec<String> = keys
-        .into_iter()
-        .filter(|k| !state[*k].is_null())
-        .map(|k| {
-            let v = match &state[k] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            format!("{}={}", encode(k), encode(&v))
-        })
-        .collect();
-    format!("?{}", parts.join("&"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn query_round_trips_and_types_values() {
-        let s = preset("training");
-        let q = to_query(&s);
-        assert_eq!(parse_query(&q), s);
-        let p = parse_query("?kind=llm-inference&model=qwen3-8b&context=32768&all_logits=true&gpu_memory_utilization=0.85&weights=Q4_K_M");
-        assert_eq!(p["context"], json!(32768));
-        assert_eq!(p["all_logits"], json!(true));
-        assert_eq!(p["gpu_memory_utilization"], json!(0.85));
-        assert_eq!(parse_query("?kind=diffusion"), preset("diffusion"));
-        assert_eq!(parse_query(""), preset("llm-inference"));
-        assert!(q.starts_with("?kind=training&model=llama-3.1-8b"), "{q}");
-        assert_eq!(decode("a%2Fb+c"), "a/b c");
-        assert_eq!(encode("llama.cpp"), "llama.cpp");
+    let mut q = form_urlencoded::Serializer::for_suffix(String::from("?"), 1);
+    for k in keys {
+        match &state[k] {
+            Value::String(s) => q.append_pair(k, s),
+            other => q.append_pair(k, &other.to_string()),
+        };
     }
-
-    #[test]
-    fn a_model_object_and_arrays_round_trip_as_json() {
-        let mut s = preset("training");
-        s.insert("model".into(), json!({"hf_config": {"model_type": "qwen2", "hidden_size": 896}, "name": "Qwen2.5 0.5B & co"}));
-        s.insert("lora_targets".into(), json!(["q_proj", "v_proj"]));
-        let q = to_query(&s);
-        assert_eq!(parse_query(&q), s);
-        // Text that only looks like JSON stays text.
-        assert_eq!(parse_query("?kind=training&model={oops")["model"], json!("{oops"));
-    }
+    q.finish()
 }

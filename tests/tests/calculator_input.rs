@@ -1,0 +1,190 @@
+//! The calculator never misreads a person: typed numbers in each language's notation, a result
+//! only for the state on screen, links that open what the form shows, and a new model that starts
+//! from its own defaults — in real headless Chromium, in Portuguese and Chinese (and English where
+//! the notation differs), each checked against the fit engine.
+
+use headroom_core::Lang;
+use headroom_core::fit::query::{CARD_KEYS, parse_query};
+use headroom_core::fit::{Card, fit, fit_on_cards};
+use headroom_e2e::data::loaded;
+use headroom_e2e::{Browser, Server, TempDir, site_dir};
+use headroom_i18n::{fmt, k, t};
+use headroom_site::routes::Route;
+use serde_json::Value;
+
+fn wait_app(b: &Browser) {
+    b.wait_js("return document.getElementById('prerendered') === null && !!document.querySelector('main h1')");
+}
+
+/// The peak the engine gives for the state a calculator link opens (on its card, if it names one).
+fn engine_peak(query: &str) -> u64 {
+    let ds = &loaded().dataset;
+    let mut s = parse_query(ds, query);
+    let card = s.get("card").and_then(Value::as_str).map(|c| Card::parse(ds, c, 0.0).unwrap());
+    for key in CARD_KEYS {
+        s.remove(key);
+    }
+    let w = headroom_core::fit::Workload::from_value(&Value::Object(s)).unwrap();
+    match card {
+        Some(c) => fit_on_cards(ds, &w, &[c]).unwrap().peak_bytes,
+        None => fit(ds, &w).unwrap().peak_bytes,
+    }
+}
+
+/// Types `text` into a field as a person would (the input event the page listens to).
+fn type_into(b: &Browser, id: &str, text: &str) {
+    let js =
+        format!("const i = document.getElementById({id:?}); i.focus(); i.value = {text:?}; i.dispatchEvent(new Event('input', {{bubbles: true}})); return 1");
+    b.js(&js);
+}
+
+fn choose(b: &Browser, id: &str, value: &str) {
+    let js = format!("const s = document.getElementById({id:?}); s.value = {value:?}; s.dispatchEvent(new Event('change', {{bubbles: true}})); return s.value");
+    assert_eq!(b.js(&js), Value::String(value.into()), "{id} has the option {value}");
+}
+
+fn wait_peak(b: &Browser, bytes: u64) {
+    b.wait_js(&format!("return document.getElementById('peak')?.dataset.bytes === '{bytes}'"));
+}
+
+/// No result on the page: the reason, no peak, no verdict, and no engine or serde wording.
+fn assert_not_computed(b: &Browser, lang: Lang, code: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while b.js(&format!("return document.getElementById('calc-error')?.dataset.notComputed === {code:?}")) != Value::Bool(true) {
+        let seen = b.js("return [document.getElementById('calc-error')?.outerHTML, document.getElementById('summary')?.innerText, location.search]");
+        assert!(std::time::Instant::now() < deadline, "{}: not computed ({code}) never shown: {seen}", lang.code());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(b.js("return !!document.getElementById('peak') || !!document.getElementById('verdict')"), Value::Bool(false), "{code}: a result is still shown");
+    let page = b.js("return document.querySelector('main').innerText").as_str().unwrap().to_string();
+    for rust in ["invalid type", "missing field", "expected u64", "floating point", "JsValue", "unknown variant"] {
+        assert!(!page.contains(rust), "{}: `{rust}` reached the page: {page}", lang.code());
+    }
+    let reason = b.text("#calc-error").unwrap();
+    let head = t(lang, k::CALC_NOT_COMPUTED).split('{').next().unwrap().trim().to_string();
+    assert!(reason.starts_with(&head), "{}: {reason}", lang.code());
+    let summary = b.text("#summary").unwrap_or_default();
+    assert!(summary.starts_with(&head), "{}: the summary still shows a result: {summary}", lang.code());
+}
+
+const BASE: &str = "?kind=llm-inference&model=llama-3.1-8b&engine=ollama&weights=Q4_K_M&context=8192&card=rtx-3060-12gb";
+
+#[test]
+fn typed_context_reads_in_each_languages_notation_or_says_why_not() {
+    let tmp = TempDir::new("calc-input");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let b = Browser::start();
+    let want = engine_peak(&BASE.replace("context=8192", "context=16384"));
+    for lang in [Lang::Pt, Lang::Zh, Lang::En] {
+        b.goto(&format!("{}{}{BASE}", server.url, Route::Calculator.path(lang)));
+        wait_app(&b);
+        // "16k", "32K", "16 384" and the site's own display format of 16,384 in this language.
+        let own = headroom_core::format::number(16384.0, lang);
+        for typed in ["16k", "16 384", own.as_str(), "16\u{202f}384"] {
+            type_into(&b, "c-context", "8192");
+            wait_peak(&b, engine_peak(BASE));
+            type_into(&b, "c-context", typed);
+            wait_peak(&b, want);
+            assert!(b.current_url().contains("context=16384"), "{}: {typed} → {}", lang.code(), b.current_url());
+            assert_eq!(b.js("return document.getElementById('c-context').value"), Value::String(typed.into()), "what was typed stays");
+            if typed != "16384" {
+                let read = b.text("#c-context-note").unwrap_or_default();
+                assert_eq!(read, fmt(lang, k::CALC_READ_AS, &[("value", &own)]), "{}: {typed}", lang.code());
+            }
+        }
+        type_into(&b, "c-context", "32K");
+        wait_peak(&b, engine_peak(&BASE.replace("context=8192", "context=32768")));
+        // What cannot be read: a localized message at the field, and no result.
+        for (typed, key) in [("abc", k::CALC_NUMBER_NAN), ("", k::CALC_NUMBER_EMPTY), ("-4", k::CALC_NUMBER_NEGATIVE)] {
+            type_into(&b, "c-context", typed);
+            assert_not_computed(&b, lang, "context");
+            let note = b.text("#c-context-note").unwrap_or_default();
+            assert_eq!(note, fmt(lang, key, &[("text", typed)]), "{}: {typed:?}", lang.code());
+            assert_eq!(b.js("return document.getElementById('c-context').getAttribute('aria-invalid')"), Value::String("true".into()));
+        }
+        // A decimal mark where a count is asked: 16.384 in English, 16,384 in Portuguese.
+        let wrong = if lang == Lang::Pt { "16,5" } else { "16.5" };
+        type_into(&b, "c-context", wrong);
+        assert_not_computed(&b, lang, "context");
+        assert_eq!(b.text("#c-context-note").unwrap(), fmt(lang, k::CALC_NUMBER_NOT_WHOLE, &[("text", wrong)]));
+        // And the URL keeps what is on screen: reopened, it shows the same text and no result.
+        let url = b.current_url();
+        b.goto("about:blank");
+        b.goto(&url);
+        wait_app(&b);
+        assert_not_computed(&b, lang, "context");
+        assert_eq!(b.js("return document.getElementById('c-context').value"), Value::String(wrong.into()));
+    }
+}
+
+#[test]
+fn a_result_is_shown_only_for_the_state_on_screen() {
+    let tmp = TempDir::new("calc-own");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let b = Browser::start();
+    for lang in [Lang::Zh, Lang::Pt] {
+        b.goto(&format!("{}{}{BASE}", server.url, Route::Calculator.path(lang)));
+        wait_app(&b);
+        wait_peak(&b, engine_peak(BASE));
+        // "Your own model" chosen: no result for the catalog model that was there before.
+        choose(&b, "c-model", headroom_core::fit::form::OWN_MODEL);
+        assert_not_computed(&b, lang, "own-model");
+        let url = b.current_url();
+        assert!(url.contains("model=custom") && !url.contains("llama-3.1-8b"), "{url}");
+        assert!(b.text("#calc-error").unwrap().contains(t(lang, k::CALC_NOT_COMPUTED_OWN)));
+        // A config the reader cannot read: still no result, and the reason in this language.
+        type_into(&b, "own-paste", "{\"hidden_size\": 4096}");
+        b.click("#own-paste-use");
+        b.wait_js("return !!document.getElementById('own-message')");
+        assert_not_computed(&b, lang, "own-model");
+        // Back to a catalog model: its result.
+        choose(&b, "c-model", "llama-3.1-8b");
+        wait_peak(&b, engine_peak(BASE));
+    }
+}
+
+#[test]
+fn links_open_what_the_form_shows_and_a_new_model_brings_its_own_defaults() {
+    let tmp = TempDir::new("calc-links");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let b = Browser::start();
+    for lang in [Lang::Pt, Lang::Zh] {
+        let page = format!("{}{}", server.url, Route::Calculator.path(lang));
+        // The link of the report: Ollama's Q4_K_M, as the form gives after choosing the model and
+        // the context.
+        let link = "?kind=llm-inference&model=qwen2.5-14b&card=rtx-3060-12gb&context=16384&engine=ollama";
+        b.goto(&format!("{page}{link}"));
+        wait_app(&b);
+        let linked = engine_peak(link);
+        wait_peak(&b, linked);
+        assert_eq!(b.js("return document.getElementById('c-weights').value"), Value::String("Q4_K_M".into()));
+        b.goto(&format!("{page}?kind=llm-inference&card=rtx-3060-12gb"));
+        wait_app(&b);
+        choose(&b, "c-model", "qwen2.5-14b");
+        type_into(&b, "c-context", "16384");
+        wait_peak(&b, linked);
+        // Training: the task's preset, QLoRA with checkpointing.
+        b.goto(&format!("{page}?kind=training&model=llama-3.1-8b"));
+        wait_app(&b);
+        wait_peak(&b, engine_peak("?kind=training&model=llama-3.1-8b"));
+        assert_eq!(b.js("return document.getElementById('c-method').value"), Value::String("qlora".into()));
+        assert_eq!(b.js("return document.getElementById('c-gradient_checkpointing').checked"), Value::Bool(true));
+        // No kind: the model's own task and the model itself.
+        b.goto(&format!("{page}?model=qwen2.5-14b"));
+        wait_app(&b);
+        wait_peak(&b, engine_peak("?model=qwen2.5-14b"));
+        assert_eq!(b.js("return document.getElementById('c-model').value"), Value::String("qwen2.5-14b".into()));
+        assert_eq!(b.js("return document.querySelector('input[name=kind][value=\"llm-inference\"]').checked"), Value::Bool(true));
+        // FLUX in fp8, then SDXL: SDXL's own fp16.
+        b.goto(&format!("{page}?kind=diffusion&model=flux.1-dev&precision=fp8"));
+        wait_app(&b);
+        choose(&b, "c-model", "sdxl");
+        b.wait_js("return document.getElementById('c-precision').value === 'fp16'");
+        wait_peak(&b, engine_peak("?kind=diffusion&model=sdxl"));
+        // Ollama offers only its own KV-cache types.
+        b.goto(&format!("{page}{link}"));
+        wait_app(&b);
+        let kv = b.js("return [...document.getElementById('c-kv_cache').options].map(o => o.value).join(',')");
+        assert_eq!(kv, Value::String("fp16,q8_0,q4_0".into()));
+    }
+}
