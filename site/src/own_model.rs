@@ -73,8 +73,8 @@ pub fn pasted_model(text: &str) -> Result<Value, String> {
 }
 
 /// A model described by hand with the fields `headroom_core::hf::REQUIRED_FIELDS` names, in
-/// the plain Llama layout.
-pub fn manual_model(values: &BTreeMap<String, String>) -> Result<Value, String> {
+/// the plain Llama layout, named `name` (in the reader's language).
+pub fn manual_model(values: &BTreeMap<String, String>, name: &str) -> Result<Value, String> {
     let mut config = json!({"model_type": "llama"});
     for field in headroom_core::hf::REQUIRED_FIELDS {
         let raw = values.get(*field).map(|s| s.trim()).unwrap_or("");
@@ -88,8 +88,8 @@ pub fn manual_model(values: &BTreeMap<String, String>) -> Result<Value, String> 
         };
         config[*field] = v;
     }
-    headroom_core::hf::llm_from_config(&config, Some("hand-described model"))?;
-    Ok(json!({"hf_config": config, "name": "hand-described model"}))
+    headroom_core::hf::llm_from_config(&config, Some(name))?;
+    Ok(json!({"hf_config": config, "name": name}))
 }
 
 #[cfg(feature = "csr")]
@@ -278,9 +278,9 @@ mod tests {
         .into_iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-        let m = manual_model(&v).unwrap();
+        let m = manual_model(&v, "by hand").unwrap();
         assert_eq!(m["hf_config"]["model_type"], "llama");
         v.insert("hidden_size".into(), "lots".into());
-        assert!(manual_model(&v).unwrap_err().contains("hidden_size"));
+        assert!(manual_model(&v, "by hand").unwrap_err().contains("hidden_size"));
     }
 }

@@ -183,6 +183,11 @@ fn nav_key(r: &Route) -> Key {
     }
 }
 
+/// The query of the page's own state (`?kind=…`), which the language links keep: switching
+/// language on the calculator keeps the workload.
+#[derive(Clone, Copy)]
+pub struct PageQuery(pub RwSignal<String>);
+
 /// Header (brand, navigation, language switcher), main and footer. In the browser it also sets
 /// `<html lang>` and the document title.
 #[component]
@@ -209,10 +214,13 @@ pub fn Layout(lang: Lang, route: Route, title: String, #[prop(optional)] ds: Opt
             }
         })
         .collect_view();
+    // A page with state in its URL (the calculator) sets the query the language links carry.
+    let query = use_context::<PageQuery>().map(|q| q.0);
     let switch = Lang::ALL
         .into_iter()
         .map(|l| {
-            let href = route.path(l);
+            let path = route.path(l);
+            let href = move || format!("{path}{}", query.map(|q| q.get()).unwrap_or_default());
             view! {
                 <li>
                     <a

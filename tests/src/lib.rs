@@ -2,6 +2,7 @@
 //! real SQLite file, and a small WebDriver client for Debian's chromium through chromedriver.
 
 pub mod data;
+pub mod english;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;

@@ -188,3 +188,81 @@ fn links_open_what_the_form_shows_and_a_new_model_brings_its_own_defaults() {
         assert_eq!(kv, Value::String("fp16,q8_0,q4_0".into()));
     }
 }
+
+#[test]
+fn switching_language_keeps_the_workload_and_several_gpus_are_named_as_the_machine() {
+    let tmp = TempDir::new("calc-lang");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let b = Browser::start();
+    let link = "?kind=llm-inference&model=qwen2.5-14b&engine=ollama&context=16384&card=rtx-3060-12gb";
+    b.goto(&format!("{}{}{link}", server.url, Route::Calculator.path(Lang::Pt)));
+    wait_app(&b);
+    type_into(&b, "c-context", "24k");
+    let want = engine_peak(&link.replace("16384", "24576"));
+    wait_peak(&b, want);
+    for (from, to) in [(Lang::Pt, Lang::Zh), (Lang::Zh, Lang::En)] {
+        let href = b.js(&format!("return document.querySelector('a[data-lang={}]').getAttribute('href')", to.code()));
+        assert!(href.as_str().unwrap().contains("context=24576"), "{} → {}: {href}", from.code(), to.code());
+        b.click(&format!("a[data-lang={}]", to.code()));
+        b.wait_js(&format!("return location.pathname === {:?}", Route::Calculator.path(to)));
+        wait_app(&b);
+        wait_peak(&b, want);
+        assert_eq!(b.js("return document.getElementById('c-model').value"), Value::String("qwen2.5-14b".into()));
+    }
+    // Two cards: the headline names the machine, and the GPUs field counts both.
+    let ds = &loaded().dataset;
+    let name = &ds.gpu("rtx-3090").unwrap().name;
+    let two = "?kind=llm-inference&model=llama-3.1-70b&engine=llama.cpp&weights=Q4_K_M&context=8192&card=rtx-3090&cards=rtx-3090";
+    for lang in [Lang::Zh, Lang::Pt] {
+        b.goto(&format!("{}{}{two}", server.url, Route::Calculator.path(lang)));
+        wait_app(&b);
+        let line = b.wait_text("#verdict .verdict-line", |s| !s.is_empty());
+        assert!(line.contains(&format!("2 × {name}")), "{}: {line}", lang.code());
+        assert_eq!(b.js("return document.getElementById('c-gpus').placeholder"), Value::String("2".into()));
+    }
+}
+
+#[test]
+fn translated_calculator_pages_carry_no_english_or_code_wording() {
+    let tmp = TempDir::new("calc-english");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let b = Browser::start();
+    let states = [
+        // Short on the card: levers and a plan.
+        "?kind=llm-inference&model=qwen3-32b&engine=ollama&context=32768&card=rtx-3060-12gb",
+        "?kind=llm-inference&model=llama-3.1-70b&engine=llama.cpp&context=8192&card=rtx-3090&cards=rtx-3090",
+        "?kind=training&model=llama-3.1-8b&method=full&card=rtx-4090",
+        "?kind=diffusion&model=wan2.2-t2v-a14b&card=rtx-4070",
+    ];
+    for lang in [Lang::Pt, Lang::Es, Lang::Zh, Lang::It] {
+        for q in states {
+            b.goto(&format!("{}{}{q}", server.url, Route::Calculator.path(lang)));
+            wait_app(&b);
+            b.wait_js("return !!document.getElementById('peak')");
+            let english = headroom_e2e::english::left_in(lang, &b.text("body").unwrap());
+            assert!(english.is_empty(), "{} {q}: {english:?}", lang.code());
+        }
+        // A model described by hand is named in the reader's language.
+        b.goto(&format!("{}{}?kind=llm-inference&model=custom&engine=transformers&context=4096", server.url, Route::Calculator.path(lang)));
+        wait_app(&b);
+        b.js("document.getElementById('own-manual').open = true; return 1");
+        for (f, v) in [
+            ("num_hidden_layers", "24"),
+            ("hidden_size", "896"),
+            ("intermediate_size", "4864"),
+            ("num_attention_heads", "14"),
+            ("num_key_value_heads", "2"),
+            ("head_dim", "64"),
+            ("vocab_size", "151936"),
+            ("max_position_embeddings", "32768"),
+        ] {
+            type_into(&b, &format!("own-m-{f}"), v);
+        }
+        b.click("#own-manual-use");
+        b.wait_js("return !!document.getElementById('peak')");
+        let text = b.text("body").unwrap();
+        assert!(text.contains(t(lang, k::CALC_OWN_HAND_NAME)), "{}: {text}", lang.code());
+        let english = headroom_e2e::english::left_in(lang, &text);
+        assert!(english.is_empty(), "{} own model: {english:?}", lang.code());
+    }
+}

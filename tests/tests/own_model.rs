@@ -173,7 +173,7 @@ fn a_pasted_config_is_sized_like_the_engine_and_the_link_reproduces_it() {
     b.click("#own-m-tie_word_embeddings");
     b.click("#own-manual-use");
     w32["model"] = json!({"hf_config": {"model_type": "llama", "num_hidden_layers": 24, "hidden_size": 896, "intermediate_size": 4864, "num_attention_heads": 14,
-        "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 151936, "tie_word_embeddings": true, "max_position_embeddings": 32768}, "name": "hand-described model"});
+        "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 151936, "tie_word_embeddings": true, "max_position_embeddings": 32768}, "name": "model described by hand"});
     wait_peak(&b, engine(w32).peak_bytes);
     let errors = b.console_errors();
     assert!(errors.is_empty(), "{errors:?}");

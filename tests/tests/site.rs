@@ -43,6 +43,8 @@ fn every_route_in_every_language_renders_without_errors() {
                 .skip(1)
                 .any(|rest| rest.split('}').next().is_some_and(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
             assert!(!unfilled, "{}: unfilled placeholder in {text}", r.path(lang));
+            let english = headroom_e2e::english::left_in(lang, &b.text("body").unwrap());
+            assert!(english.is_empty(), "{}: English or code wording left: {english:?}", r.path(lang));
             let errors = b.console_errors();
             assert!(errors.is_empty(), "{}: console errors {errors:?}", r.path(lang));
         }

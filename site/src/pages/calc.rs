@@ -486,18 +486,20 @@ fn changes_label(lang: Lang, ds: &headroom_core::Dataset, f: &Fit, changes: &[Ch
     changes.iter().map(|c| change_label(lang, ds, f, c, changes)).collect::<Vec<_>>().join(" · ")
 }
 
-/// "Fits on X with N to spare" / "Does not fit on X: N short".
+/// "Fits on X with N to spare" / "Does not fit on X: N short", X being every card of the machine
+/// ("2 × RTX 3090").
 fn verdict_line(lang: Lang, v: &Verdict) -> String {
+    let machine = machine_name(v);
     if v.fits {
-        fmt(lang, k::CALC_VERDICT_FITS, &[("card", &v.card.name), ("spare", &gib(v.spare_bytes as f64, lang))])
+        fmt(lang, k::CALC_VERDICT_FITS, &[("card", &machine), ("spare", &gib(v.spare_bytes as f64, lang))])
     } else {
-        fmt(lang, k::CALC_VERDICT_SHORT, &[("card", &v.card.name), ("short", &gib(-v.spare_bytes as f64, lang))])
+        fmt(lang, k::CALC_VERDICT_SHORT, &[("card", &machine), ("short", &gib(-v.spare_bytes as f64, lang))])
     }
 }
 
 /// The card, or with several GPUs every card of the machine (`2 × name`, `a + b`).
 fn machine_name(v: &Verdict) -> String {
-    let Some(first) = v.gpus.first() else { return v.card.name.clone() };
+    let Some(first) = v.gpus.first().filter(|_| v.gpus.len() > 1) else { return v.card.name.clone() };
     if v.gpus.iter().all(|g| g.card.name == first.card.name) {
         format!("{} × {}", v.gpus.len(), first.card.name)
     } else {
@@ -1097,7 +1099,7 @@ fn OwnModelPanel(
             s.insert("model".into(), json!(format!("{HUB_PREFIX}{id}")));
         });
     };
-    let on_manual = move |_| match crate::own_model::manual_model(&manual.get_untracked()) {
+    let on_manual = move |_| match crate::own_model::manual_model(&manual.get_untracked(), t(lang, k::CALC_OWN_HAND_NAME)) {
         Ok(m) => use_model(m, None, false),
         Err(e) => fail(e),
     };
@@ -1371,6 +1373,10 @@ fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, 
                     <label for="c-cards">{t(lang, k::CALC_CARDS)}</label>
                     <select id="c-cards" aria-describedby="c-cards-hint" prop:value=move || state.with(|s| s.get("cards").and_then(|c| c.as_str()).unwrap_or("").to_string()) on:change=move |ev| {
                         let v = event_target_value(&ev);
+                        // The GPUs field then counts the machine's cards.
+                        state.update(|s| {
+                            s.remove("gpus");
+                        });
                         set("cards", (!v.is_empty()).then(|| json!(v)));
                     }>
                         <option value="">{t(lang, k::CALC_CARDS_NONE)}</option>
@@ -1455,9 +1461,15 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
     let hub: RwSignal<HubModels> = RwSignal::new(HubModels::new());
     let typed = RwSignal::new(std::collections::BTreeMap::new());
     provide_context(Typed(typed));
+    let page_query = use_context::<crate::ui::PageQuery>();
+    #[cfg(not(feature = "csr"))]
+    let _ = page_query;
     #[cfg(feature = "csr")]
     Effect::new(move |_| {
         let q = state.with(to_query);
+        if let Some(p) = page_query {
+            p.0.set(q.clone());
+        }
         if let Some(h) = web_sys::window().and_then(|w| w.history().ok()) {
             let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&q));
         }

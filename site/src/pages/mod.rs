@@ -113,6 +113,8 @@ pub fn any_body(lang: Lang, route: Route, ds: Data, query: String) -> AnyView {
 #[component]
 pub fn Page(lang: Lang, route: Route, ds: Data, #[prop(optional)] query: Option<String>, body: Body) -> impl IntoView {
     let title = title(lang, &route, &ds);
+    // Set by a page whose state is in its URL, read by the layout's language links.
+    provide_context(crate::ui::PageQuery(RwSignal::new(String::new())));
     let content = body(lang, route.clone(), ds.clone(), query.unwrap_or_default());
     view! { <Layout lang=lang route=route title=title ds=ds>{content}</Layout> }
 }

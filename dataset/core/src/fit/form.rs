@@ -254,7 +254,7 @@ fn training_fields(s: &Map<String, Value>, llms: Vec<Choice>) -> Vec<(Field, Inp
     if text(s, "method") != "full" {
         c.push(number(Field::LoraRank, "1"));
     }
-    c.push(number(Field::Gpus, "1"));
+    c.push(number_or(Field::Gpus, "1", machine_gpus(s).to_string()));
     c.push(select(Field::Zero, ["0", "1", "2", "3"].iter().map(|z| Choice { value: z.to_string(), text: ChoiceText::Value }).collect()));
     c.push(select(
         Field::Fsdp,
@@ -287,7 +287,7 @@ fn inference_fields(ds: &Dataset, s: &Map<String, Value>, llms: Vec<Choice>) -> 
     ];
     if engine != "transformers" {
         // The GPUs the model is spread over (another card in the machine sets it too).
-        c.push(number_or(Field::Gpus, "1", "1".into()));
+        c.push(number_or(Field::Gpus, "1", machine_gpus(s).to_string()));
     }
     match engine {
         "vllm" => c.push(number(Field::GpuMemoryUtilization, "0.01")),
@@ -387,6 +387,12 @@ pub fn set_field(ds: &Dataset, s: &mut Map<String, Value>, field: Field, value: 
     }
 }
 
+/// The GPUs of the machine the state describes: the card and the other cards listed with it
+/// (`cards`, comma-separated), which is what an unset `gpus` spreads the workload over.
+pub fn machine_gpus(state: &Map<String, Value>) -> usize {
+    1 + text(state, "cards").split(',').filter(|c| !c.trim().is_empty()).count()
+}
+
 /// Whether the workload can be spread over several GPUs in one machine, so the form offers
 /// another card: training (data parallel) and the engines that split a model (vLLM, llama.cpp,
 /// Ollama); not transformers' single-process inference, not diffusion.
@@ -412,6 +418,13 @@ mod tests {
 
     fn state(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn the_gpus_field_counts_the_cards_of_the_machine() {
+        assert_eq!(machine_gpus(&state(json!({"kind": "training"}))), 1);
+        assert_eq!(machine_gpus(&state(json!({"cards": "rtx-3090"}))), 2);
+        assert_eq!(machine_gpus(&state(json!({"cards": "rtx-3090, rtx-3060-12gb,"}))), 3);
     }
 
     #[test]
