@@ -266,3 +266,46 @@ fn translated_calculator_pages_carry_no_english_or_code_wording() {
         assert!(english.is_empty(), "{} own model: {english:?}", lang.code());
     }
 }
+
+#[test]
+fn configs_with_the_standard_keys_or_chatglms_are_read_and_a_refused_one_prefills_the_hand_form() {
+    let tmp = TempDir::new("calc-configs");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let b = Browser::start();
+    let ds = &loaded().dataset;
+    let internlm3 = r#"{"model_type": "internlm3", "num_hidden_layers": 48, "hidden_size": 4096, "intermediate_size": 10240, "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 128512, "tie_word_embeddings": false, "max_position_embeddings": 32768}"#;
+    let glm4 = r#"{"model_type": "chatglm", "num_layers": 40, "padded_vocab_size": 151552, "hidden_size": 4096, "ffn_hidden_size": 13696, "kv_channels": 128, "num_attention_heads": 32, "seq_length": 131072, "multi_query_attention": true, "multi_query_group_num": 2, "add_qkv_bias": true, "add_bias_linear": false}"#;
+    let page =
+        |lang: Lang| format!("{}{}?kind=llm-inference&model=custom&engine=transformers&weights=bf16&context=4096", server.url, Route::Calculator.path(lang));
+    for lang in [Lang::Zh, Lang::Pt] {
+        for (config, assumed) in [(internlm3, true), (glm4, false)] {
+            b.goto(&page(lang));
+            wait_app(&b);
+            type_into(&b, "own-paste", config);
+            b.click("#own-paste-use");
+            // The engine's own reading of the same config gives the page's peak.
+            let cfg: Value = serde_json::from_str(config).unwrap();
+            let model = serde_json::json!({"hf_config": headroom_core::hf::essential(&cfg)});
+            let w = serde_json::json!({"kind": "llm-inference", "model": model, "engine": "transformers", "weights": "bf16", "context": 4096});
+            wait_peak(&b, fit(ds, &headroom_core::fit::Workload::from_value(&w).unwrap()).unwrap().peak_bytes);
+            let summary = b.text("#own-summary").unwrap_or_default();
+            let note = fmt(lang, k::CALC_OWN_ASSUMED, &[("model_type", "internlm3")]);
+            assert_eq!(summary.contains(&note), assumed, "{}: {summary}", lang.code());
+            let english = headroom_e2e::english::left_in(lang, &b.text("body").unwrap());
+            assert!(english.is_empty(), "{}: {english:?}", lang.code());
+        }
+        // A config that lacks keys: refused in the reader's language, the hand form open and
+        // filled with what the config did say.
+        b.goto(&page(lang));
+        wait_app(&b);
+        type_into(&b, "own-paste", r#"{"model_type": "mystery", "hidden_size": 4096, "num_hidden_layers": 32}"#);
+        b.click("#own-paste-use");
+        b.wait_js("return !!document.getElementById('own-message')");
+        assert_not_computed(&b, lang, "own-model");
+        assert_eq!(b.js("return document.getElementById('own-manual').open"), Value::Bool(true));
+        assert_eq!(b.js("return document.getElementById('own-m-hidden_size').value"), Value::String("4096".into()));
+        assert_eq!(b.js("return document.getElementById('own-m-num_hidden_layers').value"), Value::String("32".into()));
+        let english = headroom_e2e::english::left_in(lang, &b.text("body").unwrap());
+        assert!(english.is_empty(), "{}: {english:?}", lang.code());
+    }
+}

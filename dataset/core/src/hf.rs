@@ -38,7 +38,37 @@ pub const MODEL_TYPES: &[(&str, &str)] = &[
     ("cohere", "parallel attention and MLP after one layer norm"),
     ("cohere2", "Cohere layout with sliding-window layers"),
     ("starcoder2", "biases everywhere, plain (non-gated) MLP, layer norms with bias"),
+    ("chatglm", "GLM-4 / ChatGLM keys (num_layers, ffn_hidden_size, multi_query_group_num, kv_channels, padded_vocab_size), Llama layout with q/k/v biases"),
 ];
+
+/// The keys every decoder config carries under transformers' standard names: with them, a
+/// `model_type` the engine does not know is read in the Llama layout, and said so.
+pub const STANDARD_KEYS: &[&str] = &["num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"];
+
+/// A config written with ChatGLM's own key names (GLM-4, ChatGLM3: `configuration_chatglm.py`)
+/// under the standard ones; its other keys are kept.
+fn chatglm_keys(m: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = m.clone();
+    for (theirs, ours) in [
+        ("num_layers", "num_hidden_layers"),
+        ("ffn_hidden_size", "intermediate_size"),
+        ("padded_vocab_size", "vocab_size"),
+        ("seq_length", "max_position_embeddings"),
+        ("kv_channels", "head_dim"),
+    ] {
+        if let Some(v) = m.get(theirs) {
+            out.entry(ours.to_string()).or_insert_with(|| v.clone());
+        }
+    }
+    // Grouped-query attention when `multi_query_attention` is on: that many key/value groups.
+    if m.get("multi_query_attention").and_then(Value::as_bool) == Some(true) {
+        if let Some(g) = m.get("multi_query_group_num") {
+            out.entry("num_key_value_heads".to_string()).or_insert_with(|| g.clone());
+        }
+    }
+    out.entry("tie_word_embeddings".to_string()).or_insert(Value::Bool(false));
+    out
+}
 
 /// The fields the engine needs when a model is described by hand (the site's manual form), as
 /// `config.json` names.
@@ -58,6 +88,16 @@ pub const REQUIRED_FIELDS: &[&str] = &[
 pub const READ_KEYS: &[&str] = &[
     "_name_or_path",
     "model_type",
+    // ChatGLM's own names (`chatglm_keys`).
+    "num_layers",
+    "ffn_hidden_size",
+    "padded_vocab_size",
+    "seq_length",
+    "kv_channels",
+    "multi_query_attention",
+    "multi_query_group_num",
+    "add_qkv_bias",
+    "add_bias_linear",
     "attention_bias",
     "decoder_sparse_step",
     "first_k_dense_replace",
@@ -135,6 +175,10 @@ pub struct ArchOrigin {
     /// What the parameter count includes, when that is not obvious (multimodal configs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counted: Option<String>,
+    /// The config's `model_type` is not one the engine knows: its standard keys were read in the
+    /// Llama layout.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub assumed_layout: bool,
 }
 
 /// Counts are computed in 128 bits from values of at most [`MAX_VALUE`], so no product overflows.
@@ -267,6 +311,22 @@ fn gemma3_vision_params(vc: &Map<String, Value>, text_hidden: N) -> Result<N, St
     Ok(embeddings + layers * layer + post_norm + projector)
 }
 
+/// The values of [`REQUIRED_FIELDS`] a config carries (under ChatGLM's names too), as text: what
+/// the hand form starts from when the config itself cannot be read.
+pub fn hand_fields(config: &Value) -> Vec<(&'static str, String)> {
+    let Some(top) = config.as_object() else { return Vec::new() };
+    let renamed = (top.get("model_type").and_then(Value::as_str) == Some("chatglm")).then(|| chatglm_keys(top));
+    let m = renamed.as_ref().unwrap_or(top);
+    let m = m.get("text_config").and_then(Value::as_object).unwrap_or(m);
+    REQUIRED_FIELDS
+        .iter()
+        .filter_map(|f| {
+            let v = m.get(*f)?;
+            Some((*f, v.as_u64().map(|n| n.to_string()).or_else(|| v.as_bool().map(|b| b.to_string()))?))
+        })
+        .collect()
+}
+
 /// Builds the engine's architecture from a `config.json` object. `name` labels it in results
 /// (default: the config's `_name_or_path`, else its `model_type`).
 pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchOrigin), String> {
@@ -276,12 +336,17 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
         .and_then(Value::as_str)
         .ok_or_else(|| crate::messages::say("config-no-model-type", &[("fields", &REQUIRED_FIELDS.join(", "))]))?;
     // Multimodal Gemma 3 keeps the language model under `text_config`.
+    let renamed = (top_type == "chatglm").then(|| chatglm_keys(top));
+    let top = renamed.as_ref().unwrap_or(top);
     let (m, model_type, vision) = if top_type == "gemma3" {
         let text = top.get("text_config").and_then(Value::as_object).ok_or_else(|| crate::messages::say("config-no-text-config", &[]))?;
         (text, "gemma3_text", top.get("vision_config").and_then(Value::as_object))
     } else {
         (top, top_type, None)
     };
+    // An unknown model_type with the standard keys: the Llama layout, said so.
+    let assumed_layout = !MODEL_TYPES.iter().any(|(t, _)| *t == model_type) && STANDARD_KEYS.iter().all(|k| m.get(*k).is_some_and(|v| !v.is_null()));
+    let model_type = if assumed_layout { "llama" } else { model_type };
     if !MODEL_TYPES.iter().any(|(t, _)| *t == model_type) {
         let known: Vec<&str> = MODEL_TYPES.iter().map(|(t, _)| *t).collect();
         return Err(crate::messages::say(
@@ -346,6 +411,7 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
         let weights = h * qo + 2 * h * kvo + qo * h;
         let (qkv_bias, o_bias) = match model_type {
             "qwen2" | "qwen2_moe" => (true, false),
+            "chatglm" => (c.flag("add_qkv_bias", false)?, c.flag("add_bias_linear", false)?),
             "starcoder2" => {
                 let b = c.flag("use_bias", true)?;
                 (b, b)
@@ -527,7 +593,7 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
             backs: Vec::new(),
         },
     };
-    Ok((llm, ArchOrigin { source: "hf_config".into(), model_type: Some(top_type.to_string()), counted }))
+    Ok((llm, ArchOrigin { source: "hf_config".into(), model_type: Some(top_type.to_string()), counted, assumed_layout }))
 }
 
 #[derive(Default)]
@@ -656,5 +722,39 @@ mod tests {
         let big = json!({"hidden_size": 1 << 24, "intermediate_size": 1 << 24, "num_hidden_layers": 1 << 24, "vocab_size": 1 << 24,
                          "num_attention_heads": 1, "head_dim": 1 << 24});
         assert!(llm_from_config(&llama_like(big), None).unwrap_err().contains("more than any model"));
+    }
+
+    #[test]
+    fn an_unknown_model_type_with_the_standard_keys_is_read_in_the_llama_layout() {
+        // InternLM3-8B-Instruct's config.json (model_type internlm3): the standard keys, nothing
+        // the engine would have to guess. About 8.8 billion parameters.
+        let c = json!({"model_type": "internlm3", "num_hidden_layers": 48, "hidden_size": 4096, "intermediate_size": 10240,
+                       "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 128512,
+                       "tie_word_embeddings": false, "max_position_embeddings": 32768, "bias": false});
+        let (m, origin) = llm_from_config(&c, None).unwrap();
+        assert!(origin.assumed_layout);
+        assert_eq!(origin.model_type.as_deref(), Some("internlm3"));
+        assert_eq!((m.layers, m.kv_heads, m.head_dim), (48, 2, 128));
+        assert!((8.7e9..8.9e9).contains(&(m.params as f64)), "{}", m.params);
+        // Without them, still refused, naming the fields a hand description needs.
+        assert!(llm_from_config(&json!({"model_type": "internlm3", "hidden_size": 4096}), None).unwrap_err().contains("num_key_value_heads"));
+    }
+
+    #[test]
+    fn chatglm_keys_are_read_under_their_own_names() {
+        // GLM-4-9B's config.json (THUDM/glm-4-9b, configuration_chatglm.py's names); its model
+        // card gives 9.4 billion parameters.
+        let c = json!({"model_type": "chatglm", "num_layers": 40, "padded_vocab_size": 151552, "hidden_size": 4096,
+                       "ffn_hidden_size": 13696, "kv_channels": 128, "num_attention_heads": 32, "seq_length": 131072,
+                       "multi_query_attention": true, "multi_query_group_num": 2, "add_qkv_bias": true, "add_bias_linear": false});
+        let (m, origin) = llm_from_config(&c, None).unwrap();
+        assert!(!origin.assumed_layout);
+        assert_eq!((m.layers, m.heads, m.kv_heads, m.head_dim, m.intermediate, m.vocab), (40, 32, 2, 128, 13696, 151552));
+        assert_eq!(m.max_context, 131072);
+        assert!(!m.tied_embeddings);
+        assert!((9.35e9..9.45e9).contains(&(m.params as f64)), "{}", m.params);
+        // What the hand form starts from, under the standard names.
+        let hand = hand_fields(&c);
+        assert!(hand.contains(&("num_hidden_layers", "40".to_string())) && hand.contains(&("num_key_value_heads", "2".to_string())), "{hand:?}");
     }
 }

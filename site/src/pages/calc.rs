@@ -1084,7 +1084,13 @@ fn OwnModelPanel(
             }
             _ => match crate::own_model::pasted_model(&text) {
                 Ok(m) => use_model(m, None, false),
-                Err(e) => fail(e),
+                Err(e) => {
+                    // The hand form starts from what the config did say.
+                    if let Ok(config) = serde_json::from_str::<Value>(&text) {
+                        manual.set(headroom_core::hf::hand_fields(&config).into_iter().map(|(f, v)| (f.to_string(), v)).collect());
+                    }
+                    fail(e)
+                }
             },
         }
     };
@@ -1160,6 +1166,10 @@ fn OwnModelPanel(
             if let Some(c) = &a.origin.counted {
                 text.push_str(&format!(" ({c})"));
             }
+            if a.origin.assumed_layout {
+                text.push(' ');
+                text.push_str(&fmt(lang, k::CALC_OWN_ASSUMED, &[("model_type", a.origin.model_type.as_deref().unwrap_or(""))]));
+            }
             text
         })
     };
@@ -1204,14 +1214,14 @@ fn OwnModelPanel(
                         if f == "tie_word_embeddings" {
                             view! {
                                 <label class="check" for=for_id>
-                                    <input id=id type="checkbox" on:change=move |ev| manual.update(|m| { m.insert(f.into(), event_target_checked(&ev).to_string()); }) />
+                                    <input id=id type="checkbox" prop:checked=move || manual.with(|m| m.get(f).is_some_and(|v| v == "true")) on:change=move |ev| manual.update(|m| { m.insert(f.into(), event_target_checked(&ev).to_string()); }) />
                                     <code>{f}</code>
                                 </label>
                             }.into_any()
                         } else {
                             view! {
                                 <label for=for_id><code>{f}</code></label>
-                                <input id=id type="number" min="1" step="1" inputmode="numeric" on:input=move |ev| manual.update(|m| { m.insert(f.into(), event_target_value(&ev)); }) />
+                                <input id=id type="number" min="1" step="1" inputmode="numeric" prop:value=move || manual.with(|m| m.get(f).cloned().unwrap_or_default()) on:input=move |ev| manual.update(|m| { m.insert(f.into(), event_target_value(&ev)); }) />
                             }.into_any()
                         }
                     }).collect_view()}

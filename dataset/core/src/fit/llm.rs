@@ -18,7 +18,7 @@ pub(crate) fn model<'a>(ds: &'a Dataset, r: &ModelRef) -> Result<(Cow<'a, Llm>, 
                     format!("field `model`: unknown LLM `{id}` (one of: {}; or give the model's config.json as {{\"hf_config\": {{…}}}})", known.join(", "))
                 }
             })?;
-            Ok((Cow::Borrowed(m), ArchOrigin { source: "catalog".into(), model_type: None, counted: None }))
+            Ok((Cow::Borrowed(m), ArchOrigin { source: "catalog".into(), model_type: None, counted: None, assumed_layout: false }))
         }
         ModelRef::Spec(spec) => {
             let (mut m, origin) =
