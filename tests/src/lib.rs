@@ -233,6 +233,16 @@ pub struct Browser {
 
 impl Browser {
     pub fn start() -> Browser {
+        Self::start_with(false)
+    }
+
+    /// A browser whose network events are logged (`network_log`): each request's bytes on the
+    /// wire as DevTools counts them.
+    pub fn start_logging_network() -> Browser {
+        Self::start_with(true)
+    }
+
+    fn start_with(network: bool) -> Browser {
         let port = free_port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
@@ -264,7 +274,7 @@ impl Browser {
                     "--lang=en-US", "--window-size=1280,900", format!("--user-data-dir={}", profile.path().display()),
                 ]
             },
-            "goog:loggingPrefs": {"browser": "ALL"}
+            "goog:loggingPrefs": if network { json!({"browser": "ALL", "performance": "ALL"}) } else { json!({"browser": "ALL"}) }
         }}});
         let v = Self::call(&base, "POST", "/session", Some(caps));
         let session = v["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {v}")).to_string();
@@ -292,6 +302,22 @@ impl Browser {
 
     pub fn goto(&self, url: &str) {
         self.cmd("POST", "/url", Some(json!({ "url": url })));
+    }
+
+    /// The DevTools network events logged since the last call (a browser started with
+    /// `start_logging_network`): (method, params) of each.
+    pub fn network_log(&self) -> Vec<(String, Value)> {
+        let entries = self.cmd("POST", "/se/log", Some(json!({"type": "performance"})));
+        entries
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| serde_json::from_str::<Value>(e["message"].as_str()?).ok())
+            .filter_map(|m| {
+                let method = m["message"]["method"].as_str()?.to_string();
+                method.starts_with("Network.").then(|| (method, m["message"]["params"].clone()))
+            })
+            .collect()
     }
 
     pub fn refresh(&self) {

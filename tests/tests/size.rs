@@ -128,3 +128,51 @@ fn recompute_times(b: &Browser) -> Vec<f64> {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v
 }
+
+/// What a first visit of the calculator transfers, as DevTools counts it (`encodedDataLength`:
+/// compressed bodies and headers), in a fresh profile, until the network has been quiet for two
+/// seconds, in English, Portuguese and Chinese; the target is 300 KiB. Run by `cargo xtask
+/// size`, which reports it: the calculator is above it today (see the README), so it is not yet
+/// a gate.
+#[test]
+#[ignore]
+fn first_visit_transfer_as_devtools_counts_it() {
+    const BUDGET: f64 = 300.0 * 1024.0;
+    let tmp = TempDir::new("first-visit");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    for lang in [Lang::En, Lang::Pt, Lang::Zh] {
+        let b = Browser::start_logging_network();
+        b.goto(&format!("{}{}", server.url, Route::Calculator.path(lang)));
+        b.wait_js("return document.getElementById('prerendered') === null && !!document.getElementById('peak')");
+        let (mut urls, mut bytes) = (std::collections::HashMap::<String, String>::new(), Vec::new());
+        let mut quiet_since = std::time::Instant::now();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while quiet_since.elapsed() < std::time::Duration::from_secs(2) {
+            assert!(std::time::Instant::now() < deadline, "the network never went quiet");
+            let events = b.network_log();
+            if !events.is_empty() {
+                quiet_since = std::time::Instant::now();
+            }
+            for (method, p) in events {
+                let id = p["requestId"].as_str().unwrap_or_default().to_string();
+                match method.as_str() {
+                    "Network.requestWillBeSent" => {
+                        urls.insert(id, p["request"]["url"].as_str().unwrap_or_default().to_string());
+                    }
+                    "Network.loadingFinished" => bytes.push((id, p["encodedDataLength"].as_f64().unwrap_or(0.0))),
+                    _ => {}
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        // What the site sent (not the browser's own start page).
+        bytes.retain(|(id, _)| urls.get(id).is_some_and(|u| u.starts_with(&server.url)));
+        let total: f64 = bytes.iter().map(|(_, n)| n).sum();
+        println!("first visit of {} ({} requests): {total} bytes", Route::Calculator.path(lang), bytes.len());
+        for (id, n) in &bytes {
+            println!("  {n:>8} {}", urls.get(id).map(String::as_str).unwrap_or(id));
+        }
+        let verdict = if total <= BUDGET { "within" } else { "OVER" };
+        println!("  {verdict} the budget of {BUDGET} bytes by {} bytes", (BUDGET - total).abs());
+    }
+}

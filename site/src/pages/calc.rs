@@ -61,15 +61,16 @@ pub fn compute(ds: &headroom_core::Dataset, lang: Lang, state: &State, hub: &Hub
     if state.get("model").and_then(Value::as_str) == Some(OWN_MODEL) {
         return Err(NoResult::OwnModelMissing);
     }
-    for (field, input) in fields(ds, state) {
-        if let (Input::Number { .. }, Some(text)) = (&input, state.get(field.as_str()).and_then(held_text)) {
+    for (key, value) in state {
+        if let (Some(field), Some(text)) = (headroom_core::fit::form::field_of(key).filter(|f| headroom_core::fit::form::is_number(*f)), held_text(value)) {
             if let Some(e) = field_error(lang, field, &text) {
                 return Err(NoResult::Field(field, e));
             }
         }
-        if required(field) && !state.contains_key(field.as_str()) {
-            return Err(NoResult::Field(field, NumberError::Empty));
-        }
+    }
+    let kind = state.get("kind").and_then(Value::as_str).unwrap_or("llm-inference");
+    if let Some(field) = headroom_core::fit::form::required_number(kind).filter(|f| !state.contains_key(f.as_str())) {
+        return Err(NoResult::Field(field, NumberError::Empty));
     }
     let mut w = state.clone();
     for key in CARD_KEYS {
@@ -1087,7 +1088,12 @@ fn OwnModelPanel(
                 Err(e) => {
                     // The hand form starts from what the config did say.
                     if let Ok(config) = serde_json::from_str::<Value>(&text) {
-                        manual.set(headroom_core::hf::hand_fields(&config).into_iter().map(|(f, v)| (f.to_string(), v)).collect());
+                        manual.update(|m| {
+                            m.clear();
+                            for (f, v) in headroom_core::hf::hand_fields(&config) {
+                                m.insert(f.to_string(), v);
+                            }
+                        });
                     }
                     fail(e)
                 }

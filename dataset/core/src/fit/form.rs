@@ -144,6 +144,26 @@ fn number_or(field: Field, step: &'static str, default: String) -> (Field, Input
     (field, Input::Number { step, default: Some(default), unit: unit_of(field) })
 }
 
+/// Whether the form enters the field as a number.
+pub fn is_number(field: Field) -> bool {
+    use Field::*;
+    matches!(field, Seq | Batch | LoraRank | Gpus | Width | Height | Frames | BlockSwap | Context | GpuMemoryUtilization | GpuLayers | Ubatch | CpuMoeLayers)
+}
+
+/// The field a state key is, if it is one.
+pub fn field_of(key: &str) -> Option<Field> {
+    Field::ALL.iter().copied().find(|f| f.as_str() == key)
+}
+
+/// The number field a workload of `kind` cannot do without.
+pub fn required_number(kind: &str) -> Option<Field> {
+    match kind {
+        "training" => Some(Field::Seq),
+        "diffusion" => None,
+        _ => Some(Field::Context),
+    }
+}
+
 /// Whether a workload cannot do without the field (the rest have a default the engine applies).
 pub fn required(field: Field) -> bool {
     matches!(field, Field::Context | Field::Seq | Field::Model)
@@ -418,6 +438,19 @@ mod tests {
 
     fn state(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn the_number_fields_are_those_the_form_enters_as_numbers() {
+        let ds = crate::Dataset::default();
+        for kind in ["llm-inference", "training", "diffusion"] {
+            for engine in ["transformers", "vllm", "llama.cpp", "ollama"] {
+                for (field, input) in fields(&ds, &state(json!({"kind": kind, "engine": engine, "method": "lora", "zero": 2}))) {
+                    assert_eq!(is_number(field), matches!(input, Input::Number { .. }), "{field:?}");
+                    assert_eq!(field_of(field.as_str()), Some(field));
+                }
+            }
+        }
     }
 
     #[test]
