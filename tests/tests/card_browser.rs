@@ -27,12 +27,19 @@ fn query(w: &Value, card: &str) -> String {
     headroom_core::fit::query::to_query(&s)
 }
 
+/// The verdict's headline: the card, or every card of the machine ("2 × A", "A + B").
 fn verdict_text(lang: Lang, f: &Fit) -> String {
     let v = f.verdict.as_ref().unwrap();
+    let names: Vec<&str> = v.gpus.iter().map(|g| g.card.name.as_str()).collect();
+    let machine = match names.as_slice() {
+        [] | [_] => v.card.name.clone(),
+        [first, ..] if names.iter().all(|n| n == first) => format!("{} × {first}", names.len()),
+        _ => names.join(" + "),
+    };
     if v.fits {
-        fmt(lang, k::CALC_VERDICT_FITS, &[("card", &v.card.name), ("spare", &gib(v.spare_bytes as f64, lang))])
+        fmt(lang, k::CALC_VERDICT_FITS, &[("card", &machine), ("spare", &gib(v.spare_bytes as f64, lang))])
     } else {
-        fmt(lang, k::CALC_VERDICT_SHORT, &[("card", &v.card.name), ("short", &gib(-v.spare_bytes as f64, lang))])
+        fmt(lang, k::CALC_VERDICT_SHORT, &[("card", &machine), ("short", &gib(-v.spare_bytes as f64, lang))])
     }
 }
 

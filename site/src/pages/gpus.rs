@@ -140,8 +140,8 @@ mod tests {
             agg("rtx-4090", "usable_bytes", 1.0, 1),
         ];
         let ds: Data = std::sync::Arc::new(ds);
-        assert_eq!(alloc_checked(Lang::En, &ds, "h200"), "100% exact on CUDA 13.0 · 3 submitters; 90% exact on CUDA 12.8 · 1 submitters");
-        assert_eq!(alloc_checked(Lang::Pt, &ds, "h200").split("; ").next().unwrap(), "100 % exato no CUDA 13.0 · 3 contribuidores");
+        assert_eq!(alloc_checked(Lang::En, &ds, "h200"), "100% exact on CUDA 13.0 · submitters: 3; 90% exact on CUDA 12.8 · submitters: 1");
+        assert_eq!(alloc_checked(Lang::Pt, &ds, "h200").split("; ").next().unwrap(), "100 % exato no CUDA 13.0 · contribuidores: 3");
         assert_eq!(alloc_checked(Lang::Zh, &ds, "h200").split("; ").next().unwrap(), "CUDA 13.0 上 100% 一致 · 3 位提交者");
         assert_eq!(alloc_checked(Lang::It, &ds, "rtx-4090"), t(Lang::It, k::GPUS_NOT_MEASURED));
     }
