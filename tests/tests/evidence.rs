@@ -114,3 +114,39 @@ fn every_term_cites_claims_about_that_term_engine_and_model() {
     problems.dedup();
     assert!(problems.is_empty(), "{} citations out of scope:\n{}", problems.len(), problems.join("\n"));
 }
+
+/// A row or a lever cites only claims that match the state: a claim scoped to models names the
+/// workload's model (Llama 3.1 70B's Q3_K_M lever does not cite Llama 3.1 8B's file size), and the
+/// activations of a run with gradient checkpointing do not cite the coefficients measured without it.
+#[test]
+fn rows_and_levers_cite_claims_that_match_the_state() {
+    use headroom_core::fit::{Card, fit_on};
+    let ds = &loaded().dataset;
+    let mut problems = Vec::new();
+    for m in ["llama-3.1-70b", "qwen3-32b", "llama-3.1-8b", "gemma-3-27b"] {
+        for engine in ["llama.cpp", "ollama", "vllm", "transformers"] {
+            let weights = if matches!(engine, "llama.cpp" | "ollama") { "Q8_0" } else { "bf16" };
+            let w = json!({"kind": "llm-inference", "model": m, "engine": engine, "weights": weights, "context": 8192});
+            let f = fit_on(ds, &Workload::from_value(&w).unwrap(), &Card::parse(ds, "rtx-3060-12gb", 0.0).unwrap()).unwrap();
+            let cited = f.breakdown.iter().flat_map(|t| &t.claims).chain(f.levers.iter().flat_map(|l| &l.claims)).chain(f.plan.iter().flat_map(|p| &p.claims));
+            for id in cited {
+                let c = ds.claim(id).unwrap();
+                if !c.models.is_empty() && !c.models.iter().any(|x| x == m) {
+                    problems.push(format!("{m} {engine}: cites {id}, about {:?}", c.models));
+                }
+            }
+        }
+    }
+    for checkpointing in [true, false] {
+        let w = json!({"kind": "training", "model": "llama-3.1-8b", "method": "qlora", "seq": 8192, "batch": 4, "gradient_checkpointing": checkpointing});
+        let f = fit(ds, &Workload::from_value(&w).unwrap()).unwrap();
+        let act: Vec<&String> = f.breakdown.iter().filter(|t| t.term == "activations").flat_map(|t| &t.claims).collect();
+        assert!(!act.is_empty(), "{w}");
+        let cites_without = act.iter().any(|c| c.as_str() == "fit-training-activations-per-layer");
+        assert_eq!(cites_without, !checkpointing, "checkpointing {checkpointing}: {act:?}");
+        if checkpointing {
+            assert!(act.iter().any(|c| c.as_str() == "training-gradient-checkpointing-cost"), "{act:?}");
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

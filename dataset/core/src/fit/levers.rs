@@ -120,14 +120,23 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
             let (m, _) = llm::model(ds, &l.model)?;
             let weights = smaller(ds, weight_formats(&l.engine), &l.weights)
                 .into_iter()
-                .map(|q| step(vec![("weights", json!(q.id))], quality_rank(q), Cost::Quality, llm::weight_claims(q)))
+                .map(|q| step(vec![("weights", json!(q.id))], quality_rank(q), Cost::Quality, llm::weight_claims(ds, q, &m.id)))
                 .collect();
             dims.push(Dimension { steps: weights, refine: None });
             // KV-cache formats each engine takes, with the claim that says so for that engine.
             let kv_ladder: &[(&str, u32, &[&str])] = match l.engine {
                 Engine::LlamaCpp => &[("q8_0", 1, &["llamacpp-context-layers-kv-type"]), ("q4_0", 3, &["llamacpp-context-layers-kv-type"])],
-                Engine::Ollama => &[("q8_0", 1, &["ollama-q8-kv-cache-halves-memory"]), ("q4_0", 3, &["ollama-kv-q4-0-quarter"])],
-                Engine::Vllm => &[("fp8", 1, &["vllm-kv-cache-dtype-fp8-halves-cache"])],
+                // Ollama's q8_0 claim is derived for one model; for another, llama.cpp's cache
+                // types, which Ollama passes on.
+                Engine::Ollama if ds.claim("ollama-q8-kv-cache-halves-memory").is_some_and(|c| c.models.is_empty() || c.models.contains(&m.id)) => {
+                    &[("q8_0", 1, &["ollama-q8-kv-cache-halves-memory"]), ("q4_0", 3, &["ollama-kv-q4-0-quarter"])]
+                }
+                Engine::Ollama => &[("q8_0", 1, &["llamacpp-context-layers-kv-type"]), ("q4_0", 3, &["ollama-kv-q4-0-quarter"])],
+                // The halving is derived for Llama 3.1 8B; for another model, the 8-bit size.
+                Engine::Vllm if ds.claim("vllm-kv-cache-dtype-fp8-halves-cache").is_some_and(|c| c.models.is_empty() || c.models.contains(&m.id)) => {
+                    &[("fp8", 1, &["vllm-kv-cache-dtype-fp8-halves-cache"])]
+                }
+                Engine::Vllm => &[("fp8", 1, &["bytes-per-param-8bit"])],
                 // transformers' quantized caches are a different class (not the `kv_cache` format).
                 Engine::Transformers => &[],
             };
@@ -202,7 +211,10 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 Engine::Ollama => vec!["ollama-shorter-context-num-ctx"],
                 Engine::LlamaCpp => vec!["llamacpp-context-layers-kv-type"],
                 Engine::Vllm => vec!["vllm-max-seq-len-exceeds-kv-cache"],
-                Engine::Transformers => vec!["kv-cache-per-token-16bit"],
+                Engine::Transformers if ds.claim("kv-cache-per-token-16bit").is_some_and(|c| c.models.is_empty() || c.models.contains(&m.id)) => {
+                    vec!["kv-cache-per-token-16bit"]
+                }
+                Engine::Transformers => vec!["kv-cache-grows-with-context-and-users"],
             };
             let floor = l.context.min(2048);
             let steps = halvings(l.context, floor)

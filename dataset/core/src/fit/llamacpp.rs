@@ -482,7 +482,7 @@ pub(crate) fn breakdown(ds: &Dataset, l: &LlmInference, m: &Llm, wq: &Quant, kvq
     if w.per_tensor {
         wclaims.push("llamacpp-quantize-tensor-types");
     } else {
-        wclaims.extend(super::llm::weight_claims(wq));
+        wclaims.extend(super::llm::weight_claims(ds, wq, &m.id));
     }
     // KV cache: the layers on a GPU keep theirs there.
     let (cells, swa_cells) = kv_cells(m, l.context, l.batch, s.ubatch, l.swa_full, swa_arch(m));

@@ -77,29 +77,34 @@ pub(crate) fn weight_bytes(m: &Llm, q: &Quant) -> f64 {
 }
 
 /// The claims that give a weight format's bytes per parameter: the generic ones by precision,
-/// and for GGUF types the claims that derive that type's size.
-pub(crate) fn weight_claims(q: &Quant) -> Vec<&'static str> {
+/// and for GGUF types the claims that derive that type's size. A claim derived for one model
+/// (Llama 3.1 8B's file sizes) is cited for that model only; another model's GGUF scheme cites
+/// how llama-quantize picks each tensor's type, which the engine follows.
+pub(crate) fn weight_claims(ds: &Dataset, q: &Quant, model: &str) -> Vec<&'static str> {
+    let llama8b = model == "llama-3.1-8b";
+    // A claim scoped to other models is not this model's evidence: the format's generic claim.
+    let about = |id: &'static str, generic: &'static str| if super::about_model(ds, id, model) { id } else { generic };
     let id = q.id.to_ascii_uppercase();
     match q.family {
         QuantFamily::Float if q.bits >= 32.0 => vec!["bytes-per-param-fp32"],
         QuantFamily::Float if q.bits >= 16.0 => vec!["bytes-per-param-16bit"],
         QuantFamily::Float | QuantFamily::Int if q.bits >= 8.0 => vec!["bytes-per-param-8bit"],
-        QuantFamily::Awq | QuantFamily::Gptq => vec!["awq-gptq-4bit-quarter-of-16bit"],
+        QuantFamily::Awq | QuantFamily::Gptq => vec![about("awq-gptq-4bit-quarter-of-16bit", "bytes-per-param-4bit")],
         QuantFamily::Bnb | QuantFamily::Int => {
             vec!["bytes-per-param-4bit", "training-qlora-loads-base-in-4bit"]
         }
         QuantFamily::Float => vec!["bytes-per-param-8bit"],
         QuantFamily::GgufType | QuantFamily::GgufScheme => match id.as_str() {
             "Q8_0" => vec!["bits-per-weight-q8-0"],
-            "Q6_K" => vec!["llama31-8b-weights-q6-k"],
-            "Q5_K" | "Q5_K_M" | "Q5_K_S" | "Q5_0" | "Q5_1" => vec!["llama31-8b-weights-q5-k-m"],
-            "Q3_K" | "Q3_K_M" | "Q3_K_S" | "Q3_K_L" => vec!["llama31-8b-weights-q3-k-m"],
+            "Q6_K" if llama8b => vec!["llama31-8b-weights-q6-k"],
+            "Q5_K" | "Q5_K_M" | "Q5_K_S" | "Q5_0" | "Q5_1" if llama8b => vec!["llama31-8b-weights-q5-k-m"],
+            "Q3_K" | "Q3_K_M" | "Q3_K_S" | "Q3_K_L" if llama8b => vec!["llama31-8b-weights-q3-k-m"],
             "Q4_K" | "Q4_K_M" | "Q4_K_S" | "Q4_0" | "Q4_1" | "IQ4_XS" | "IQ4_NL" => {
                 vec!["bits-per-weight-q4-k-m"]
             }
             "F16" | "BF16" => vec!["bytes-per-param-16bit"],
             _ if q.bits >= 8.0 => vec!["bits-per-weight-q8-0"],
-            _ => vec!["llm-weights-4bit-8b-32b-70b"],
+            _ => vec!["llamacpp-quantize-tensor-types"],
         },
     }
 }
@@ -167,7 +172,7 @@ pub(crate) fn breakdown_with(ds: &Dataset, l: &LlmInference, notes: bool) -> Res
     }
     match l.engine {
         Engine::Transformers => {
-            b.add(TermId::Weights, weights, &weight_claims(wq));
+            b.add(TermId::Weights, weights, &weight_claims(ds, wq, &m.id));
             if l.all_logits {
                 // One forward over every position; no cache; the logits of all positions are the peak.
                 b.add(TermId::Logits, tokens * m.vocab as f64 * ab, &["fit-logits-all-positions"]);
@@ -211,7 +216,7 @@ pub(crate) fn breakdown_with(ds: &Dataset, l: &LlmInference, notes: bool) -> Res
             let gpus = vllm_gpus(m, l)?;
             for (w_share, kv_share) in &gpus {
                 let mut terms = Vec::new();
-                let mut wc = weight_claims(wq);
+                let mut wc = weight_claims(ds, wq, &m.id);
                 let mut kc = kv_claims.to_vec();
                 if gpus.len() > 1 {
                     wc.push("vllm-parallel-shards");

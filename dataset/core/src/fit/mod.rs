@@ -536,6 +536,11 @@ pub fn fit_on(ds: &Dataset, w: &Workload, card: &Card) -> Result<Fit, String> {
     fit_on_cards(ds, w, std::slice::from_ref(card))
 }
 
+/// Whether a claim can be a model's evidence: it exists and is scoped to no model or to this one.
+pub(crate) fn about_model(ds: &Dataset, id: &str, model: &str) -> bool {
+    ds.claim(id).is_some_and(|c| c.models.is_empty() || c.models.iter().any(|m| m == model))
+}
+
 /// [`fit_on`] for several cards in one machine, in the engine's device order: the workload is
 /// spread over all of them (its `gpus` must be 1 or their number), each card gets its verdict,
 /// and the levers, plan and answers are for every card holding its share.

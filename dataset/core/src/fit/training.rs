@@ -217,7 +217,13 @@ pub(crate) fn breakdown_with(ds: &Dataset, t: &Training, notes: bool) -> Result<
     // preallocated gradient partition.
     let step_grads = if ds_mixed && t.zero < 3 { 0.0 } else { grads };
     let step_peak = step_grads + step_temp;
-    let mut act_claims: Vec<&str> = vec!["fit-training-activations-per-layer", "fit-training-logits"];
+    // With checkpointing only each block's input is kept and the rest recomputed: the claim
+    // about the mechanism, not the coefficients measured without it.
+    let mut act_claims: Vec<&str> = if t.gradient_checkpointing {
+        vec!["training-gradient-checkpointing-cost", "fit-training-logits"]
+    } else {
+        vec!["fit-training-activations-per-layer", "fit-training-logits"]
+    };
     if lora && t.lora_targets != LoraTargets::AllLinear && !t.gradient_checkpointing {
         act_claims.push("fit-training-lora-untargeted-inputs");
     }
