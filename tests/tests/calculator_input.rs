@@ -309,3 +309,36 @@ fn configs_with_the_standard_keys_or_chatglms_are_read_and_a_refused_one_prefill
         assert!(english.is_empty(), "{}: {english:?}", lang.code());
     }
 }
+
+#[test]
+fn a_smaller_training_batch_keeps_the_effective_batch_and_the_plan_links_its_evidence() {
+    use headroom_core::fit::fit_on;
+    let tmp = TempDir::new("calc-train-plan");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let b = Browser::start();
+    let ds = &loaded().dataset;
+    let q = "?kind=training&model=llama-3.1-8b&method=qlora&seq=2048&batch=16&gradient_checkpointing=true&card=rtx-3060-12gb";
+    let mut s = parse_query(ds, q);
+    for key in CARD_KEYS {
+        s.remove(key);
+    }
+    let f = fit_on(ds, &headroom_core::fit::Workload::from_value(&Value::Object(s)).unwrap(), &Card::parse(ds, "rtx-3060-12gb", 0.0).unwrap()).unwrap();
+    let plan = f.plan.as_ref().expect("a plan for a card it does not fit");
+    let to = plan.changes.iter().find(|c| c.field == "batch").expect("the plan lowers the batch").value.as_u64().unwrap();
+    for lang in [Lang::Zh, Lang::Pt] {
+        b.goto(&format!("{}{}{q}", server.url, Route::Calculator.path(lang)));
+        wait_app(&b);
+        wait_peak(&b, f.peak_bytes);
+        let item = b.wait_text("#plan li[data-field=batch]", |s| !s.is_empty());
+        let want = fmt(
+            lang,
+            k::LEVER_BATCH_ACCUMULATE,
+            &[("value", &headroom_core::format::number(to as f64, lang)), ("steps", &16u64.div_ceil(to).to_string()), ("batch", "16")],
+        );
+        assert_eq!(item, want, "{}", lang.code());
+        let links =
+            b.js("return [...document.querySelectorAll('#plan-evidence a.plan-claim')].map(a => a.dataset.claim + ' ' + a.getAttribute('href')).join('|')");
+        let want: Vec<String> = plan.claims.iter().map(|id| format!("{id} {}", Route::Claim(id.clone()).path(lang))).collect();
+        assert_eq!(links, Value::String(want.join("|")), "{}", lang.code());
+    }
+}

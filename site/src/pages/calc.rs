@@ -453,6 +453,16 @@ fn change_label(lang: Lang, ds: &headroom_core::Dataset, f: &Fit, c: &Change, ot
         "weights" => fmt(lang, k::LEVER_WEIGHTS, &[("format", &v), ("bits", &bits(&v))]),
         "kv_cache" => fmt(lang, k::LEVER_KV_CACHE, &[("format", &v), ("bits", &ds.quant(&v).map(|q| number(q.bits.floor(), lang)).unwrap_or_default())]),
         "context" => fmt(lang, k::LEVER_CONTEXT, &[("value", &n())]),
+        // A smaller training batch keeps the effective batch through gradient accumulation.
+        "batch" if f.workload.get("kind").and_then(Value::as_str) == Some("training") => {
+            let from = f.workload.get("batch").and_then(Value::as_u64).unwrap_or(1);
+            let to = c.value.as_u64().unwrap_or(1).max(1);
+            if from > to {
+                fmt(lang, k::LEVER_BATCH_ACCUMULATE, &[("value", &n()), ("steps", &from.div_ceil(to).to_string()), ("batch", &from.to_string())])
+            } else {
+                fmt(lang, k::LEVER_BATCH, &[("value", &n())])
+            }
+        }
         "batch" => fmt(lang, k::LEVER_BATCH, &[("value", &n())]),
         "seq" => fmt(lang, k::LEVER_SEQ, &[("value", &n())]),
         // -ngl counts the output layer as one: "33 of 33" is every layer of a 32-layer model.
@@ -655,10 +665,28 @@ fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, re
             let alt = p.workload.as_object().cloned().unwrap_or_default();
             let items: Vec<(String, String)> = p.changes.iter().map(|c| (c.field.clone(), change_label(lang, ds, result, c, &p.changes))).collect();
             let costs = p.costs.iter().map(|c| cost_label(lang, *c)).collect::<Vec<_>>().join(" · ");
+            // The claims behind the plan's changes, each a link to its evidence.
+            // (The calculator's data carries a lever's claim when a term cites it too: then its
+            // verdict shows here; the link leads to the whole evidence either way.)
+            let evidence: Vec<(String, Option<headroom_core::Verdict>, String)> = p
+                .claims
+                .iter()
+                .map(|id| {
+                    let c = ds.claim(id);
+                    (id.clone(), c.map(|c| c.verdict), c.map(|c| c.statement.get(lang).to_string()).unwrap_or_default())
+                })
+                .collect();
             view! {
                 <section class="plan" id="plan" data-peak=p.peak_bytes.to_string()>
                     <h2>{fmt(lang, k::CALC_PLAN, &[("card", &card)])}</h2>
                     <ul>{items.into_iter().map(|(f, text)| view! { <li data-field=f>{text}</li> }).collect_view()}</ul>
+                    <p class="plan-evidence" id="plan-evidence">{t(lang, k::CALC_EVIDENCE)}": "
+                        {evidence.into_iter().enumerate().map(|(i, (id, verdict, said))| view! {
+                            <a class="plan-claim" href=crate::routes::Route::Claim(id.clone()).path(lang) data-claim=id title=said>
+                                {verdict.map(|v| view! { <crate::ui::VerdictBadge lang=lang verdict=v />" " })}{(i + 1).to_string()}
+                            </a>" "
+                        }).collect_view()}
+                    </p>
                     <p>
                         <strong>{fmt(lang, k::CALC_PLAN_RESULT, &[("peak", &gib(p.peak_bytes as f64, lang)), ("spare", &gib(p.spare_bytes as f64, lang))])}</strong>
                         {(p.host_bytes > 0).then(|| view! { " " <span id="plan-ram">{fmt(lang, k::CALC_PLAN_RAM, &[("size", &gib(p.host_bytes as f64, lang))])}</span> })}
