@@ -339,8 +339,6 @@ impl Pickle {
     }
 }
 
-/// Decode a pickle of plain data (protocols 2 to 5: dicts, lists, tuples, sets, str, bytes,
-/// int, float, bool, None). Class instances are refused.
 /// The memo index after PUT/GET opcodes: one byte (`q`, `h`) or four little-endian (`r`, `j`).
 fn memo_index(data: &[u8], p: &mut usize, one_byte: bool) -> Result<u64, TraceError> {
     let n = if one_byte { 1 } else { 4 };
@@ -349,10 +347,44 @@ fn memo_index(data: &[u8], p: &mut usize, one_byte: bool) -> Result<u64, TraceEr
     Ok(if one_byte { bytes[0] as u64 } else { u32::from_le_bytes(bytes.try_into().unwrap()) as u64 })
 }
 
+/// The pickle memo: index → arena slot. Writers number entries 0, 1, 2…, so indices below the
+/// pickle's length (one entry per opcode at most) live in a vector; any other index (a hand-made
+/// or damaged pickle) in a map.
+#[derive(Default)]
+struct Memo {
+    dense: Vec<Option<usize>>,
+    sparse: HashMap<u64, usize>,
+    len: usize,
+}
+
+impl Memo {
+    fn insert(&mut self, idx: u64, slot: usize, bound: usize) {
+        let fresh = if idx < bound as u64 {
+            let i = idx as usize;
+            if self.dense.len() <= i {
+                self.dense.resize(i + 1, None);
+            }
+            self.dense[i].replace(slot).is_none()
+        } else {
+            self.sparse.insert(idx, slot).is_none()
+        };
+        self.len += fresh as usize;
+    }
+
+    fn get(&self, idx: u64) -> Option<usize> {
+        match usize::try_from(idx).ok().and_then(|i| self.dense.get(i)) {
+            Some(slot) => *slot,
+            None => self.sparse.get(&idx).copied(),
+        }
+    }
+}
+
+/// Decode a pickle of plain data (protocols 2 to 5: dicts, lists, tuples, sets, str, bytes,
+/// int, float, bool, None). Class instances are refused.
 pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
     let mut arena: Vec<PVal> = Vec::with_capacity(data.len() / 8);
     let mut stack: Vec<usize> = Vec::new();
-    let mut memo_map: HashMap<u64, usize> = HashMap::new();
+    let mut memo = Memo::default();
     let mut p = 0usize;
     let n = data.len();
     let need = |p: usize, k: usize| -> Result<(), TraceError> {
@@ -480,16 +512,16 @@ pub fn unpickle(data: &[u8]) -> Result<Pickle, TraceError> {
             }
             0x94 => {
                 let top = *stack.last().ok_or_else(|| err(format!("pickle: MEMOIZE on an empty stack at byte {at}")))?;
-                memo_map.insert(memo_map.len() as u64, top);
+                memo.insert(memo.len as u64, top, n);
             }
             b'q' | b'r' => {
                 let idx = memo_index(data, &mut p, op == b'q')?;
                 let top = *stack.last().ok_or_else(|| err(format!("pickle: PUT on an empty stack at byte {at}")))?;
-                memo_map.insert(idx, top);
+                memo.insert(idx, top, n);
             }
             b'h' | b'j' => {
                 let idx = memo_index(data, &mut p, op == b'h')?;
-                let target = memo_map.get(&idx).copied().ok_or_else(|| err(format!("pickle: memo {idx} undefined at byte {at}")))?;
+                let target = memo.get(idx).ok_or_else(|| err(format!("pickle: memo {idx} undefined at byte {at}")))?;
                 stack.push(target);
             }
             b'0' => {
