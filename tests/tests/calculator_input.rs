@@ -342,3 +342,76 @@ fn a_smaller_training_batch_keeps_the_effective_batch_and_the_plan_links_its_evi
         assert_eq!(links, Value::String(want.join("|")), "{}", lang.code());
     }
 }
+
+/// The fit of a calculator link on the cards it names (`card`, then `cards`), as the page computes it.
+fn engine_fit(query: &str) -> headroom_core::fit::Fit {
+    use headroom_core::fit::fit_on_cards;
+    let ds = &loaded().dataset;
+    let mut s = parse_query(ds, query);
+    let mut cards: Vec<Card> = s.get("card").and_then(Value::as_str).map(|c| Card::parse(ds, c, 0.0).unwrap()).into_iter().collect();
+    cards.extend(s.get("cards").and_then(Value::as_str).into_iter().flat_map(|c| c.split(',')).map(|c| Card::parse(ds, c, 0.0).unwrap()));
+    for key in CARD_KEYS {
+        s.remove(key);
+    }
+    if cards.len() > 1 {
+        s.insert("gpus".into(), cards.len().into());
+    }
+    fit_on_cards(ds, &headroom_core::fit::Workload::from_value(&Value::Object(s)).unwrap(), &cards).unwrap()
+}
+
+/// Point 7 and 8 of the calculator issue: the plan, the levers and the result say what to set in
+/// the chosen engine's own words (Ollama's environment, llama.cpp's and vLLM's flags), each
+/// setting's claims linked; two cards in llama.cpp get the split's command line (`-ts`, `-ngl`).
+#[test]
+fn each_engine_is_set_in_its_own_words_and_a_split_gets_its_command_line() {
+    use headroom_core::fit::setup::setup;
+    let tmp = TempDir::new("calc-setup");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let b = Browser::start();
+    let ds = &loaded().dataset;
+    let budgets = |f: &headroom_core::fit::Fit| f.verdict.as_ref().map(|v| v.gpus.iter().map(|g| g.budget_bytes).collect::<Vec<_>>()).unwrap_or_default();
+    let ollama = "?kind=llm-inference&model=qwen2.5-14b&engine=ollama&weights=Q4_K_M&context=32768&card=rtx-3060-12gb";
+    let f = engine_fit(ollama);
+    let plan = f.plan.as_ref().expect("a plan: it does not fit a 12 GB card");
+    let planned = setup(ds, &plan.workload, &[]).expect("Ollama's settings").command;
+    let now = setup(ds, &f.workload, &[]).unwrap().command;
+    assert!(planned.contains("OLLAMA_") && planned.ends_with("ollama serve"), "{planned}");
+    let two = "?kind=llm-inference&model=llama-3.1-70b&engine=llama.cpp&weights=Q4_K_M&context=8192&card=rtx-3090&cards=rtx-3060-12gb";
+    let f2 = engine_fit(two);
+    let split = setup(ds, &f2.workload, &budgets(&f2)).unwrap().command;
+    assert!(split.contains(" -ngl 81") && split.contains(" -ts "), "{split}");
+    for lang in [Lang::Zh, Lang::Pt] {
+        b.goto(&format!("{}{}{ollama}", server.url, Route::Calculator.path(lang)));
+        wait_app(&b);
+        wait_peak(&b, f.peak_bytes);
+        assert_eq!(b.wait_text("#plan-setup .setup-command", |s| !s.is_empty()), planned, "{}", lang.code());
+        assert_eq!(b.wait_text("#setup .setup-command", |s| !s.is_empty()), now, "{}", lang.code());
+        // The advice (plan, levers, command) speaks Ollama; the breakdown's evidence may still
+        // quote llama.cpp, which Ollama runs.
+        let advice = b.js("return [...document.querySelectorAll('#plan, ul.levers, #setup')].map(e => e.innerText).join('\\n')");
+        let advice = advice.as_str().unwrap();
+        for flag in ["--cache-type", "-ctk", "-ngl", "-fa "] {
+            assert!(!advice.contains(flag), "{}: llama.cpp's {flag} in Ollama advice: {advice}", lang.code());
+        }
+        let intro = b.js("return document.querySelector('#setup p').innerText");
+        assert_eq!(intro, Value::String(fmt(lang, k::CALC_SETUP, &[("tool", "Ollama")])), "{}", lang.code());
+        // Each lever that changes a setting says it in Ollama's words: its environment or a
+        // Modelfile parameter.
+        let levers = b.js("return [...document.querySelectorAll('ul.levers code.lever-setting')].map(c => c.innerText)");
+        let levers: Vec<&str> = levers.as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        assert!(!levers.is_empty() && levers.iter().all(|l| l.starts_with("OLLAMA_") || l.starts_with("PARAMETER ")), "{}: {levers:?}", lang.code());
+        // The claims behind the plan's settings are among its evidence links.
+        let links = b.js("return [...document.querySelectorAll('#plan-evidence a.plan-claim')].map(a => a.dataset.claim)");
+        let links: Vec<&str> = links.as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        for s in headroom_core::fit::setup::settings(ds, &plan.workload, &[], &[]) {
+            for c in &s.claims {
+                assert!(links.contains(&c.as_str()), "{}: {c} ({}) not linked: {links:?}", lang.code(), s.text);
+            }
+        }
+        // Two cards in llama.cpp: the split's own command line.
+        b.goto(&format!("{}{}{two}", server.url, Route::Calculator.path(lang)));
+        wait_app(&b);
+        wait_peak(&b, f2.peak_bytes);
+        assert_eq!(b.wait_text("#setup .setup-command", |s| !s.is_empty()), split, "{}", lang.code());
+    }
+}

@@ -425,11 +425,16 @@ fn llamacpp_settings_are_asked_and_change_the_peak_as_the_engine_does() {
     assert_eq!(b.js("return document.getElementById('c-cpu_moe_layers') === null"), true);
     b.goto(&calc_url(&server, Lang::It, "?kind=llm-inference&model=qwen3-30b-a3b&weights=Q4_K_M&context=8192&engine=ollama"));
     wait_app(&b);
-    b.wait_js("return !!document.getElementById('c-cpu_moe_layers')");
+    b.wait_js("return !!document.getElementById('c-ubatch')");
     // Ollama's micro-batch for 8192 tokens is its automatic choice, not llama.cpp's default.
     let ollama = headroom_core::fit::llamacpp::ollama_batch(ds, 8192, false).unwrap();
     assert_eq!(b.js("return document.getElementById('c-ubatch').placeholder"), ollama.to_string().as_str());
+    // Ollama has no setting for experts in system RAM: only llama.cpp asks for --n-cpu-moe.
+    assert_eq!(b.js("return document.getElementById('c-cpu_moe_layers') === null"), true);
+    b.goto(&calc_url(&server, Lang::It, "?kind=llm-inference&model=qwen3-30b-a3b&weights=Q4_K_M&context=8192&engine=llama.cpp"));
+    wait_app(&b);
+    b.wait_js("return !!document.getElementById('c-cpu_moe_layers')");
     b.js("const i = document.getElementById('c-cpu_moe_layers'); i.value = '48'; i.dispatchEvent(new Event('input', {bubbles: true})); return 1");
-    let moe = json!({"kind": "llm-inference", "model": "qwen3-30b-a3b", "weights": "Q4_K_M", "context": 8192, "engine": "ollama", "cpu_moe_layers": 48});
+    let moe = json!({"kind": "llm-inference", "model": "qwen3-30b-a3b", "weights": "Q4_K_M", "context": 8192, "engine": "llama.cpp", "cpu_moe_layers": 48});
     wait_peak(&b, engine(moe).peak_bytes);
 }

@@ -177,6 +177,10 @@ pub struct Llm {
     /// Query and key pass through their own RMS norms (Qwen3, Gemma 3, OLMo 2).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub qk_norm: bool,
+    /// The Hugging Face repository (`org/name`) a command line names; the built data fills it
+    /// from `source.url` (`Dataset::compact`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
     pub source: Source,
 }
 
@@ -421,21 +425,70 @@ impl Quant {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[cfg_attr(not(feature = "slim"), serde(deny_unknown_fields))]
 pub struct Flag {
     pub name: String,
+    // The calculator's bundle (`slim`) reads only the name and the settings.
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub kind: String,
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub default: String,
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub effect: Text,
+    #[cfg_attr(feature = "slim", serde(skip_deserializing, default = "slim_source"))]
     pub source: Source,
+    /// How the calculator writes a workload field with this flag (`fit::setup`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sets: Vec<Sets>,
+}
+
+/// What a flag's source is in the calculator's bundle, which does not read it.
+#[cfg(feature = "slim")]
+fn slim_source() -> Source {
+    Source::bare(crate::SourceKind::SourceCode, None)
+}
+
+/// One way a flag sets a calculator field, in the tool's own words: `write` is a template over
+/// the workload (`{value}`: the field's value, through `values`; other names: `fit::setup`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sets {
+    /// The workload field (a `fit::form::Field` name).
+    pub field: String,
+    /// Where it goes: `env` (before the command), `args` (in the command), `lines` (a line of
+    /// its own after it, e.g. a Modelfile parameter).
+    pub at: String,
+    pub write: String,
+    /// Only for these values (empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub when: Vec<String>,
+    /// Nothing is written for these values (the tool's default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip: Vec<String>,
+    /// The tool's word for a value (`fp16` → `f16`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub values: std::collections::BTreeMap<String, String>,
+    /// What to write when the workload leaves the field out (empty: nothing).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fallback: String,
+    /// The claims that say this setting does what the calculator assumes.
+    pub claims: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[cfg_attr(not(feature = "slim"), serde(deny_unknown_fields))]
 pub struct Tool {
     pub id: String,
     pub name: String,
+    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub version: String,
+    /// How the tool is started with its settings (`fit::setup`): `{env}` and `{args}` are the
+    /// flags' settings, `{repo}` the model's Hugging Face repository, `{gguf}` a GGUF file name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub run: String,
+    /// What separates the settings in `{args}` (a space when empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub join: String,
     #[serde(default)]
     pub flags: Vec<Flag>,
 }

@@ -261,6 +261,10 @@ pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problem
                 }
             }
             m.extend(catalog_source(&f.source).into_iter().map(|s| format!("flag `{}`: {s}", f.name)));
+            m.extend(f.sets.iter().flat_map(|s| sets_problems(ds, f, s)).map(|s| format!("flag `{}`: {s}", f.name)));
+        }
+        if t.flags.iter().any(|f| !f.sets.is_empty()) && !t.run.contains("{args}") && !t.run.contains("{env}") {
+            m.push("flags set calculator fields but `run` has neither {args} nor {env}".into());
         }
         if !ids.insert(("tool", t.id.clone())) {
             m.push("duplicate tool id".into());
@@ -277,4 +281,48 @@ pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problem
         }
         push("seed", &s.file, m);
     }
+}
+
+fn is_field(name: &str) -> bool {
+    crate::fit::form::Field::ALL.iter().any(|f| f.as_str() == name)
+}
+
+/// What is wrong with one way a flag sets a calculator field: an unknown field or place, a
+/// placeholder `fit::setup` does not fill, no claim, an unknown claim, or claims that never name
+/// the flag (its name or an alias must be in a cited claim's statement or source passages).
+fn sets_problems(ds: &Dataset, f: &crate::catalog::Flag, s: &crate::catalog::Sets) -> Vec<String> {
+    let mut m = Vec::new();
+    if !is_field(&s.field) {
+        m.push(format!("sets field `{}`, which the calculator does not have", s.field));
+    }
+    if !["env", "args", "lines"].contains(&s.at.as_str()) {
+        m.push(format!("sets `at = {}`: it is env, args or lines", s.at));
+    }
+    const NAMES: [&str; 6] = ["value", "context_total", "layers_all", "tensor_split", "repo", "gguf"];
+    for template in [&s.write, &s.fallback] {
+        for part in template.split('{').skip(1) {
+            let name = part.split('}').next().unwrap_or("");
+            if !NAMES.contains(&name) && !is_field(name) {
+                m.push(format!("`{template}` uses {{{name}}}, which nothing fills"));
+            }
+        }
+    }
+    if s.claims.is_empty() {
+        m.push(format!("the setting of `{}` cites no claim", s.field));
+    }
+    let aliases: Vec<&str> = f.name.split(", ").filter_map(|a| a.split(['(', ' ', '=']).next()).filter(|a| !a.is_empty()).collect();
+    let mut named = false;
+    for id in &s.claims {
+        match ds.claim(id) {
+            None => m.push(format!("sets `{}` citing `{id}`, which is not a claim", s.field)),
+            Some(c) => {
+                let texts = std::iter::once(c.statement.en.as_str()).chain(c.sources.iter().map(|s| s.passage.as_str()));
+                named |= texts.into_iter().any(|t| aliases.iter().any(|a| t.contains(a)));
+            }
+        }
+    }
+    if !s.claims.is_empty() && !named {
+        m.push(format!("no claim cited for `{}` names the flag ({})", s.field, aliases.join(", ")));
+    }
+    m
 }

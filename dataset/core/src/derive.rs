@@ -351,6 +351,7 @@ mod tests {
             sliding_layers: None,
             qk_norm: false,
             model_type: None,
+            repo: None,
             source: src(),
         };
         let quant = |id: &str, bits| Quant {

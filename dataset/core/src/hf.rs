@@ -576,6 +576,7 @@ pub fn llm_from_config(config: &Value, name: Option<&str>) -> Result<(Llm, ArchO
         sliding_layers: sliding.map(|s| s.1),
         qk_norm: matches!(model_type, "qwen3" | "qwen3_moe" | "gemma3_text" | "olmo2"),
         model_type: Some(model_type.to_string()),
+        repo: None,
         source: Source {
             kind: SourceKind::ModelCard,
             title: "config.json given with the workload".into(),

@@ -1,7 +1,7 @@
 //! The evidence model: claims, their sources and verdicts, and the catalogs they talk about.
 //! Field names here are the field names of the TOML data files and of the built JSON.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -369,8 +369,8 @@ pub struct Dataset {
     pub diffusion: Vec<Diffusion>,
     #[serde(default)]
     pub quant: Vec<Quant>,
+    /// The tools and their flags (`compact` keeps only the settings the calculator writes).
     #[serde(default)]
-    #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub tools: Vec<Tool>,
     /// Aggregated probe measurements per catalog GPU.
     #[serde(default)]
@@ -495,6 +495,9 @@ impl Dataset {
         }
         for m in &mut ds.llms {
             m.source.passage.clear();
+            if m.repo.is_none() {
+                m.repo = m.source.url.as_deref().and_then(crate::fit::setup::hf_repo);
+            }
         }
         for d in &mut ds.diffusion {
             d.source.passage.clear();
@@ -505,7 +508,19 @@ impl Dataset {
         for q in &mut ds.quant {
             q.source.passage.clear();
         }
-        ds.tools.clear();
+        // The calculator writes its settings in each tool's words (`fit::setup`): the tools keep
+        // the flags that set a field, without their effects and sources (the claims they cite
+        // carry the evidence).
+        for t in &mut ds.tools {
+            t.version.clear();
+            t.flags.retain(|f| !f.sets.is_empty());
+            for f in &mut t.flags {
+                f.effect = Text::default();
+                f.default.clear();
+                f.source = Source::bare(f.source.kind, None);
+            }
+        }
+        ds.tools.retain(|t| !t.flags.is_empty());
         ds
     }
 
@@ -523,7 +538,12 @@ impl Dataset {
         ds.verdict_counts = Some([Verdict::Verified, Verdict::Qualified, Verdict::Unverified, Verdict::Contradicted].map(|v| self.verdict_count(v)));
         // Only the claims the calculator can show or the engine reads are kept (the footer's
         // counts are `verdict_counts`).
-        ds.claims.retain(|c| crate::fit::engine_cites_claim(&c.id) || c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains("params("))));
+        let settings: BTreeSet<&str> = self.tools.iter().flat_map(|t| &t.flags).flat_map(|f| &f.sets).flat_map(|s| &s.claims).map(String::as_str).collect();
+        ds.claims.retain(|c| {
+            crate::fit::engine_cites_claim(&c.id)
+                || settings.contains(c.id.as_str())
+                || c.sources.iter().any(|s| s.compute.as_deref().is_some_and(|e| e.contains("params(")))
+        });
         ds.alloc_recipes.clear();
         ds.wanted.clear();
         for c in &mut ds.claims {
@@ -535,7 +555,7 @@ impl Dataset {
             c.sources.retain(|s| s.compute.as_deref().is_some_and(|e| e.contains("params(")));
             // The calculator shows the statements of the claims its terms cite: those the engine
             // names, and the derivations it looks up. The others keep id, verdict and value.
-            if c.sources.is_empty() && !crate::fit::engine_names_claim(&c.id) {
+            if c.sources.is_empty() && !crate::fit::engine_names_claim(&c.id) && !settings.contains(c.id.as_str()) {
                 c.statement = Text::default();
                 c.correction = None;
             }

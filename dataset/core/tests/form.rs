@@ -65,6 +65,9 @@ fn inference_fields_follow_the_engine() {
     let f = fields(&ds, &state(json!({"model": "qwen3-30b-a3b", "engine": "ollama", "context": 8192, "batch": 1})));
     let ollama = headroom_core::fit::llamacpp::ollama_batch(&ds, 8192, false).unwrap();
     assert_eq!(default(&f, Field::Ubatch), Some(ollama.to_string().as_str()));
+    // Ollama has no setting for experts in system RAM; llama.cpp has --n-cpu-moe.
+    assert!(!ids(&f).contains(&"cpu_moe_layers"), "{:?}", ids(&f));
+    let f = fields(&ds, &state(json!({"model": "qwen3-30b-a3b", "engine": "llama.cpp", "context": 8192, "batch": 1})));
     assert_eq!(default(&f, Field::CpuMoeLayers), Some("0"));
     assert_eq!(default(&f, Field::GpuLayers), Some("49"));
 }

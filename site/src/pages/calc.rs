@@ -655,6 +655,47 @@ fn verdict_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>,
     )
 }
 
+/// Each card's budget, for the layer split a command line gives (`fit::setup`).
+fn budgets(result: &Fit) -> Vec<u64> {
+    result.verdict.as_ref().map(|v| v.gpus.iter().map(|g| g.budget_bytes).collect()).unwrap_or_default()
+}
+
+/// The claims behind the settings of a workload's command.
+fn setup_claims(ds: &headroom_core::Dataset, workload: &serde_json::Value, budgets: &[u64]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in headroom_core::fit::setup::settings(ds, workload, &[], budgets) {
+        for c in s.claims {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// How to run a workload in its engine, in the engine's own words: the command (environment
+/// variables and flags) and the lines that go elsewhere (Ollama's Modelfile parameters).
+fn setup_view(lang: Lang, ds: &headroom_core::Dataset, workload: &serde_json::Value, budgets: &[u64], id: &'static str) -> Option<AnyView> {
+    let setup = headroom_core::fit::setup::setup(ds, workload, budgets)?;
+    let name = ds.tool(&setup.tool).map(|t| t.name.clone()).unwrap_or_else(|| setup.tool.clone());
+    let lines = (!setup.lines.is_empty()).then(|| {
+        view! {
+            <p class="setup-lines-title">{t(lang, k::CALC_SETUP_LINES)}</p>
+            <pre class="setup-lines"><code>{setup.lines.join("\n")}</code></pre>
+        }
+    });
+    Some(
+        view! {
+            <div class="setup" id=id data-tool=setup.tool.clone()>
+                <p>{fmt(lang, k::CALC_SETUP, &[("tool", &name)])}</p>
+                <pre class="setup-command"><code>{setup.command}</code></pre>
+                {lines}
+            </div>
+        }
+        .into_any(),
+    )
+}
+
 /// The cheapest combination of levers that fits the card, with one button that applies it.
 fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
     let v = result.verdict.as_ref().filter(|v| !v.fits)?;
@@ -668,8 +709,14 @@ fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, re
             // The claims behind the plan's changes, each a link to its evidence.
             // (The calculator's data carries a lever's claim when a term cites it too: then its
             // verdict shows here; the link leads to the whole evidence either way.)
-            let evidence: Vec<(String, Option<headroom_core::Verdict>, String)> = p
-                .claims
+            let setup = setup_view(lang, ds, &p.workload, &budgets(result), "plan-setup");
+            let mut cited = p.claims.clone();
+            for id in setup_claims(ds, &p.workload, &budgets(result)) {
+                if !cited.contains(&id) {
+                    cited.push(id);
+                }
+            }
+            let evidence: Vec<(String, Option<headroom_core::Verdict>, String)> = cited
                 .iter()
                 .map(|id| {
                     let c = ds.claim(id);
@@ -680,6 +727,7 @@ fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, re
                 <section class="plan" id="plan" data-peak=p.peak_bytes.to_string()>
                     <h2>{fmt(lang, k::CALC_PLAN, &[("card", &card)])}</h2>
                     <ul>{items.into_iter().map(|(f, text)| view! { <li data-field=f>{text}</li> }).collect_view()}</ul>
+                    {setup}
                     <p class="plan-evidence" id="plan-evidence">{t(lang, k::CALC_EVIDENCE)}": "
                         {evidence.into_iter().enumerate().map(|(i, (id, verdict, said))| view! {
                             <a class="plan-claim" href=crate::routes::Route::Claim(id.clone()).path(lang) data-claim=id title=said>
@@ -810,12 +858,15 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
                 None => "lever-result",
             };
             let again = format!("ul.levers li:nth-child({}) button", i + 1);
+            let fields: Vec<&str> = l.changes.iter().map(|c| c.field.as_str()).collect();
+            let said: Vec<String> = headroom_core::fit::setup::settings(&ds, &l.workload, &fields, &budgets(&result)).into_iter().map(|s| s.text).collect();
+            let said = (!said.is_empty()).then(|| view! { " " <code class="lever-setting">{said.join(" ")}</code> });
             view! {
                 <li data-lever=l.lever.clone()>
                     <button type="button" class="lever" on:click=move |_| {
                         state.update(|s| apply_lever(s, &alt));
                         refocus(again.clone());
-                    }>{text}</button>" "
+                    }>{text}</button>{said}" "
                     <span class=class>{fmt(lang, k::LEVER_RESULT, &[("peak", &gib(l.peak_bytes as f64, lang))])}{outcome}</span>" · "
                     <span>{fmt(lang, k::CALC_SAVES, &[("size", &gib(l.saving_bytes as f64, lang))])}</span>" · "
                     <span class="muted">{cost_label(lang, l.cost)}</span>
@@ -839,6 +890,7 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
                 <h2>{t(lang, k::CALC_LEVERS)}</h2>
                 <ul class="levers">{levers}</ul>
             })}
+            {setup_view(lang, &ds, &result.workload, &budgets(&result), "setup")}
             <h2>{t(lang, k::CALC_BREAKDOWN)}</h2>
             <div class="table-wrap"><table class="terms"><tbody>{rows}</tbody></table></div>
             {host_rows.map(|rows| view! {

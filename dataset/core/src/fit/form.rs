@@ -326,7 +326,8 @@ fn inference_fields(ds: &Dataset, s: &Map<String, Value>, llms: Vec<Choice>) -> 
                 ds.claim("fit-llamacpp-ubatch").and_then(|c| c.value.as_ref()).and_then(|v| v.number)
             };
             c.push(number_or(Field::Ubatch, "1", ub.map(|u| u.to_string()).unwrap_or_default()));
-            if m.is_some_and(|m| m.is_moe()) {
+            // llama.cpp's --n-cpu-moe; Ollama has no setting for it.
+            if engine == "llama.cpp" && m.is_some_and(|m| m.is_moe()) {
                 c.push(number_or(Field::CpuMoeLayers, "1", "0".into()));
             }
         }
@@ -366,6 +367,7 @@ pub fn set_field(ds: &Dataset, s: &mut Map<String, Value>, field: Field, value: 
         let dropped: &[&str] = match engine {
             "vllm" => &["gpu_layers", "flash_attention", "ubatch", "cpu_moe_layers"],
             "transformers" => &["gpu_layers", "flash_attention", "ubatch", "cpu_moe_layers", "gpu_memory_utilization", "gpus", "cards"],
+            "ollama" => &["gpu_memory_utilization", "cpu_moe_layers"],
             _ => &["gpu_memory_utilization"],
         };
         for f in dropped {

@@ -180,7 +180,9 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     .collect();
                 dims.push(Dimension { steps, refine: None });
             }
-            if llamacpp && m.is_moe() {
+            // Ollama has no setting for it (none in api/types.go, envconfig or its llama-server
+            // flags at b7871fc): only llama.cpp's --n-cpu-moe.
+            if l.engine == Engine::LlamaCpp && m.is_moe() {
                 // Experts of the first N layers in system RAM: the rest of the model stays on the GPU.
                 let layers = m.layers;
                 let now = l.cpu_moe_layers.unwrap_or(0).min(layers);

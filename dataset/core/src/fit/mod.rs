@@ -15,6 +15,7 @@ pub mod llamacpp;
 mod llm;
 pub mod query;
 pub mod search;
+pub mod setup;
 mod training;
 pub mod workload;
 
