@@ -147,7 +147,8 @@ fn after_one_visit_the_site_works_offline() {
     // it caches this language's data and main pages.
     b.wait_js("return !!navigator.serviceWorker.controller");
     cached("en");
-    // A first visit does not precache the other languages: each follows when first visited.
+    // A first visit does not precache the other languages: each follows when first visited, or
+    // all of them a while later (the next test).
     b.js("caches.match('/data/es.json').then(r => window.__es = !!r); return 1");
     b.wait_js("return window.__es === false");
     for lang in [Lang::It, Lang::Zh, Lang::Pt] {
@@ -174,6 +175,56 @@ fn after_one_visit_the_site_works_offline() {
     // A path that is no page, offline: the service worker's "page not found", in its language.
     b.goto(&format!("{}/pt/nao-existe/", server.url));
     b.wait_text("main h1", |s| s == t(Lang::Pt, k::NOTFOUND_TITLE));
+}
+
+/// Offline in a language this device never saved (point 12 of the calculator issue): the
+/// service worker's page says so in that language and links the languages it has, instead of an
+/// app that cannot fetch its data; and a while after a first visit every language is saved.
+#[test]
+fn a_language_not_saved_yet_says_so_offline_and_the_others_follow_in_the_background() {
+    let tmp = TempDir::new("site-offline-lang");
+    let mut server = server(&tmp);
+    // The background saving starts 15 s after the page went idle: a wide deadline, on events.
+    let cached = |b: &Browser, lang: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        let probe = format!("caches.match('/data/{lang}.json').then(r => window.__c_{lang} = !!r); return window.__c_{lang} === true");
+        while b.js(&probe) != serde_json::json!(true) {
+            assert!(std::time::Instant::now() < deadline, "{lang} was never saved for offline use");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    // One reader stays a while after a first visit: every language follows in the background.
+    let patient = Browser::start();
+    patient.goto(&format!("{}{}", server.url, Route::Home.path(Lang::Pt)));
+    wait_app(&patient);
+    patient.wait_js("return !!navigator.serviceWorker.controller");
+    for lang in Lang::ALL {
+        cached(&patient, lang.code());
+    }
+    // Another visits /en/ only, and the network goes away before the background work.
+    let brief = Browser::start();
+    brief.goto(&format!("{}{}", server.url, Route::Home.path(Lang::En)));
+    wait_app(&brief);
+    brief.wait_js("return !!navigator.serviceWorker.controller");
+    cached(&brief, "en");
+    server.stop();
+    for lang in [Lang::It, Lang::Zh] {
+        brief.goto(&format!("{}{}", server.url, Route::Calculator.path(lang)));
+        let h1 = brief.wait_text("main h1", |s| !s.is_empty());
+        assert_eq!(h1, t(lang, k::OFFLINE_NOT_SAVED_TITLE), "{}", lang.code());
+        let page = brief.js("return document.body.innerText").as_str().unwrap().to_string();
+        assert!(!page.contains("JsValue") && !page.contains("Failed to fetch"), "{page}");
+        assert_eq!(brief.js("return document.documentElement.lang"), serde_json::json!(lang.bcp47()));
+        // The way on: the language this device has.
+        assert_eq!(brief.js("return [...document.querySelectorAll('main a')].map(a => a.getAttribute('href')).join(' ')"), serde_json::json!("/en/"));
+    }
+    brief.click("main a[href='/en/']");
+    wait_app(&brief);
+    assert_eq!(brief.text("main h1").unwrap(), t(Lang::En, k::HOME_TITLE));
+    // The patient reader's device has Italian: its calculator works offline.
+    patient.goto(&format!("{}{}?kind=training", server.url, Route::Calculator.path(Lang::It)));
+    wait_app(&patient);
+    patient.wait_js("return !!document.getElementById('peak')");
 }
 
 #[test]

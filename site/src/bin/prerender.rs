@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use headroom_core::{Dataset, Lang, Verdict};
-use headroom_i18n::{k, t};
+use headroom_i18n::{fmt, k, t};
 use headroom_site::pages::guides::Rendered;
 use headroom_site::pages::{Bundle, Page, description, title, ui_url};
 use headroom_site::routes::Route;
@@ -324,6 +324,27 @@ fn main() {
     }
     precache.sort();
     precache.dedup();
+    // The "not saved for offline use yet" page of each language (the service worker writes it).
+    let mut offline = serde_json::Map::new();
+    for lang in Lang::ALL {
+        // The language's name as its own sentences write it ("le pagine in italiano").
+        let name = match lang {
+            Lang::En | Lang::Zh => lang.native_name().to_string(),
+            _ => lang.native_name().to_lowercase(),
+        };
+        offline.insert(
+            lang.code().to_string(),
+            serde_json::json!({
+                "bcp47": lang.bcp47(),
+                "name": lang.native_name(),
+                "title": t(lang, k::OFFLINE_NOT_SAVED_TITLE),
+                "text": fmt(lang, k::OFFLINE_NOT_SAVED, &[("language", &name)]),
+                "saved": t(lang, k::OFFLINE_SAVED),
+            }),
+        );
+    }
+    let style = precache.iter().find(|p| p.starts_with("/style-") && p.ends_with(".css")).cloned().unwrap_or_default();
+    offline.insert("style".into(), serde_json::json!(style));
     let every: Vec<String> =
         precache.iter().cloned().chain(langs.values().flat_map(|v| v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()))).collect();
     let mut h = 0xcbf29ce484222325u64;
@@ -335,7 +356,8 @@ fn main() {
     let sw = include_str!("../../sw.js")
         .replace("__CACHE__", &format!("headroom-{h:016x}"))
         .replace("__PRECACHE__", &serde_json::to_string(&precache).unwrap())
-        .replace("__LANGS__", &serde_json::to_string(&langs).unwrap());
+        .replace("__LANGS__", &serde_json::to_string(&langs).unwrap())
+        .replace("__OFFLINE__", &serde_json::to_string(&offline).unwrap());
     write(&site.join("sw.js"), &sw);
     println!(
         "prerender: {pages} pages, service worker precaches {} URLs and {} more per language",
