@@ -24,10 +24,65 @@ fn mark_once(name: &str) -> bool {
 }
 
 /// The prerendered copy of the page stays until the app can show the page in its place.
+/// Removes the prerendered page once the app renders its own, keeping what the person changed in
+/// its form meanwhile: each changed control is set again on the app's own control, with the event
+/// its handler listens to, once the app's page is on screen.
 fn drop_prerendered() {
-    if let Some(old) = document().get_element_by_id("prerendered") {
-        old.remove();
+    let Some(old) = document().get_element_by_id("prerendered") else { return };
+    let edits = edits_in(&old);
+    old.remove();
+    if edits.is_empty() {
+        return;
     }
+    let replay = wasm_bindgen::closure::Closure::once_into_js(move || {
+        for (id, value, checked) in edits {
+            let Some(el) = document().get_element_by_id(&id) else { continue };
+            let event = if let Some(i) = el.dyn_ref::<web_sys::HtmlInputElement>() {
+                if i.type_() == "checkbox" {
+                    i.set_checked(checked);
+                    "change"
+                } else {
+                    i.set_value(&value);
+                    "input"
+                }
+            } else if let Some(s) = el.dyn_ref::<web_sys::HtmlSelectElement>() {
+                s.set_value(&value);
+                "change"
+            } else {
+                continue;
+            };
+            let init = web_sys::EventInit::new();
+            init.set_bubbles(true);
+            if let Ok(e) = web_sys::Event::new_with_event_init_dict(event, &init) {
+                let _ = el.dispatch_event(&e);
+            }
+        }
+    });
+    let _ = window().request_animation_frame(replay.unchecked_ref());
+}
+
+/// The form controls (`c-…`) of the prerendered page that the person changed before the app
+/// started: id, value, and for a checkbox whether it is checked.
+fn edits_in(prerendered: &web_sys::Element) -> Vec<(String, String, bool)> {
+    let mut out = Vec::new();
+    let Ok(list) = prerendered.query_selector_all("input[id^='c-'], select[id^='c-']") else { return out };
+    for n in 0..list.length() {
+        let Some(el) = list.item(n).and_then(|n| n.dyn_into::<web_sys::Element>().ok()) else { continue };
+        if let Some(i) = el.dyn_ref::<web_sys::HtmlInputElement>() {
+            let changed = if i.type_() == "checkbox" { i.checked() != i.default_checked() } else { i.value() != i.default_value() };
+            if changed {
+                out.push((el.id(), i.value(), i.checked()));
+            }
+        } else if let Some(s) = el.dyn_ref::<web_sys::HtmlSelectElement>() {
+            // The option the page was written with (or the first), against the one chosen now.
+            let written = el.query_selector("option[selected]").ok().flatten().or_else(|| el.query_selector("option").ok().flatten());
+            let written = written.map(|o| o.get_attribute("value").unwrap_or_else(|| o.text_content().unwrap_or_default())).unwrap_or_default();
+            if s.value() != written {
+                out.push((el.id(), s.value(), false));
+            }
+        }
+    }
+    out
 }
 
 fn saved_lang() -> Option<Lang> {

@@ -415,3 +415,33 @@ fn each_engine_is_set_in_its_own_words_and_a_split_gets_its_command_line() {
         assert_eq!(b.wait_text("#setup .setup-command", |s| !s.is_empty()), split, "{}", lang.code());
     }
 }
+
+/// Point 14 of the calculator issue: a choice made on the prerendered page before the app has
+/// started (a slow network) survives the app taking over, and the result is the engine's for it.
+#[test]
+fn a_choice_made_before_the_app_starts_survives_it() {
+    let tmp = TempDir::new("calc-hydrate");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let link = "?kind=llm-inference&model=llama-3.1-8b&engine=ollama&context=8192&card=rtx-3060-12gb";
+    for lang in [Lang::Pt, Lang::Zh] {
+        // A first visit (a fresh profile: no service worker serving the wasm from its cache).
+        let b = Browser::start();
+        // About 20 KB/s: the page arrives at once, the app's wasm only after several seconds.
+        b.cdp("Network.enable", serde_json::json!({}));
+        b.cdp("Network.setCacheDisabled", serde_json::json!({"cacheDisabled": true}));
+        b.cdp("Network.emulateNetworkConditions", serde_json::json!({"offline": false, "latency": 20, "downloadThroughput": 20000, "uploadThroughput": 20000}));
+        // Navigating from script: the page's load event waits for the wasm it preloads.
+        b.js(&format!("location.href = {:?}; return 1", format!("{}{}{link}", server.url, Route::Calculator.path(lang))));
+        b.wait_js(&format!("return location.pathname === {:?} && !!document.querySelector('#prerendered #c-model')", Route::Calculator.path(lang)));
+        choose(&b, "c-model", "qwen2.5-14b");
+        type_into(&b, "c-context", "16k");
+        assert_eq!(b.js("return !!document.getElementById('prerendered')"), Value::Bool(true), "{}: the app started too early", lang.code());
+        b.cdp("Network.emulateNetworkConditions", serde_json::json!({"offline": false, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}));
+        wait_app(&b);
+        let want = engine_peak(&link.replace("llama-3.1-8b", "qwen2.5-14b").replace("8192", "16384"));
+        wait_peak(&b, want);
+        assert_eq!(b.js("return document.getElementById('c-model').value"), Value::String("qwen2.5-14b".into()), "{}", lang.code());
+        let search = b.js("return location.search").as_str().unwrap().to_string();
+        assert!(search.contains("model=qwen2.5-14b") && search.contains("context=16384"), "{}: {search}", lang.code());
+    }
+}
