@@ -338,8 +338,26 @@ fn a_smaller_training_batch_keeps_the_effective_batch_and_the_plan_links_its_evi
         assert_eq!(item, want, "{}", lang.code());
         let links =
             b.js("return [...document.querySelectorAll('#plan-evidence a.plan-claim')].map(a => a.dataset.claim + ' ' + a.getAttribute('href')).join('|')");
-        let want: Vec<String> = plan.claims.iter().map(|id| format!("{id} {}", Route::Claim(id.clone()).path(lang))).collect();
+        // The plan's own claims, then those behind the settings of its command.
+        let mut cited = plan.claims.clone();
+        for s in headroom_core::fit::setup::settings_from(ds, Some(&f.workload), &plan.workload, &[], &[]) {
+            for c in s.claims {
+                if !cited.contains(&c) {
+                    cited.push(c);
+                }
+            }
+        }
+        let want: Vec<String> = cited.iter().map(|id| format!("{id} {}", Route::Claim(id.clone()).path(lang))).collect();
         assert_eq!(links, Value::String(want.join("|")), "{}", lang.code());
+        // In the Trainer's own words: the smaller batch and the accumulation that keeps 16.
+        let command = b.wait_text("#plan-setup .setup-command", |s| !s.is_empty());
+        assert!(
+            command.starts_with("TrainingArguments(")
+                && command.contains(&format!("per_device_train_batch_size={to}"))
+                && command.contains(&format!("gradient_accumulation_steps={}", 16u64.div_ceil(to))),
+            "{}: {command}",
+            lang.code()
+        );
     }
 }
 

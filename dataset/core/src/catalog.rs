@@ -455,6 +455,9 @@ fn slim_source() -> Source {
 pub struct Sets {
     /// The workload field (a `fit::form::Field` name).
     pub field: String,
+    /// Only for these workload kinds (empty: any the tool runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<String>,
     /// Where it goes: `env` (before the command), `args` (in the command), `lines` (a line of
     /// its own after it, e.g. a Modelfile parameter).
     pub at: String,
@@ -482,10 +485,11 @@ pub struct Tool {
     pub name: String,
     #[cfg_attr(feature = "slim", serde(skip_deserializing))]
     pub version: String,
-    /// How the tool is started with its settings (`fit::setup`): `{env}` and `{args}` are the
-    /// flags' settings, `{repo}` the model's Hugging Face repository, `{gguf}` a GGUF file name.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub run: String,
+    /// How the tool is started with its settings, per workload kind (`fit::setup`): `{env}` and
+    /// `{args}` are the flags' settings, `{repo}` the model's Hugging Face repository, `{gguf}` a
+    /// GGUF file name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub run: std::collections::BTreeMap<String, String>,
     /// What separates the settings in `{args}` (a space when empty).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub join: String,

@@ -263,8 +263,16 @@ pub fn check_catalogs(ds: &Dataset, file: &dyn Fn(&str, &str) -> String, problem
             m.extend(catalog_source(&f.source).into_iter().map(|s| format!("flag `{}`: {s}", f.name)));
             m.extend(f.sets.iter().flat_map(|s| sets_problems(ds, f, s)).map(|s| format!("flag `{}`: {s}", f.name)));
         }
-        if t.flags.iter().any(|f| !f.sets.is_empty()) && !t.run.contains("{args}") && !t.run.contains("{env}") {
-            m.push("flags set calculator fields but `run` has neither {args} nor {env}".into());
+        if t.flags.iter().any(|f| !f.sets.is_empty()) && t.run.is_empty() {
+            m.push("flags set calculator fields but the tool has no `run`".into());
+        }
+        for (kind, run) in &t.run {
+            if !["llm-inference", "training"].contains(&kind.as_str()) {
+                m.push(format!("run for `{kind}`: the calculator sets up llm-inference and training"));
+            }
+            if !run.contains("{args}") && !run.contains("{env}") {
+                m.push(format!("run for `{kind}` has neither {{args}} nor {{env}}"));
+            }
         }
         if !ids.insert(("tool", t.id.clone())) {
             m.push("duplicate tool id".into());
@@ -295,10 +303,15 @@ fn sets_problems(ds: &Dataset, f: &crate::catalog::Flag, s: &crate::catalog::Set
     if !is_field(&s.field) {
         m.push(format!("sets field `{}`, which the calculator does not have", s.field));
     }
+    for k in &s.kinds {
+        if !["llm-inference", "training"].contains(&k.as_str()) {
+            m.push(format!("sets `kinds` with `{k}`: llm-inference or training"));
+        }
+    }
     if !["env", "args", "lines"].contains(&s.at.as_str()) {
         m.push(format!("sets `at = {}`: it is env, args or lines", s.at));
     }
-    const NAMES: [&str; 6] = ["value", "context_total", "layers_all", "tensor_split", "repo", "gguf"];
+    const NAMES: [&str; 7] = ["value", "context_total", "layers_all", "accumulate", "tensor_split", "repo", "gguf"];
     for template in [&s.write, &s.fallback] {
         for part in template.split('{').skip(1) {
             let name = part.split('}').next().unwrap_or("");

@@ -76,6 +76,16 @@ fn a_levers_fields_get_only_their_own_settings_each_with_its_claims() {
             assert!(ds.claim(id).is_some(), "{id}");
         }
     }
-    // Diffusion and training have no engine setup here yet.
+    // Training in the Trainer's words; a plan's smaller batch keeps the batch it started from.
+    let from = json!({"kind":"training","model":"llama-3.1-8b","method":"qlora","precision":"mixed-bf16","optimizer":"adamw-8bit","seq":2048,"batch":16,"gradient_checkpointing":true});
+    let mut to = from.clone();
+    to["batch"] = json!(2);
+    let c = headroom_core::fit::setup::setup_from(&ds, Some(&from), &to, &[]).unwrap().command;
+    assert_eq!(
+        c,
+        "TrainingArguments(gradient_checkpointing=True, gradient_accumulation_steps=8, bf16=True, optim=\"adamw_bnb_8bit\", per_device_train_batch_size=2)"
+    );
+    assert_eq!(setup(&ds, &from, &[]).unwrap().command.matches("gradient_accumulation_steps").count(), 0);
+    // Diffusion has no engine setup here yet.
     assert!(setup(&ds, &json!({"kind":"diffusion","model":"flux.1-dev"}), &[]).is_none());
 }

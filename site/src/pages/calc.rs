@@ -661,9 +661,9 @@ fn budgets(result: &Fit) -> Vec<u64> {
 }
 
 /// The claims behind the settings of a workload's command.
-fn setup_claims(ds: &headroom_core::Dataset, workload: &serde_json::Value, budgets: &[u64]) -> Vec<String> {
+fn setup_claims(ds: &headroom_core::Dataset, before: &serde_json::Value, workload: &serde_json::Value, budgets: &[u64]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for s in headroom_core::fit::setup::settings(ds, workload, &[], budgets) {
+    for s in headroom_core::fit::setup::settings_from(ds, Some(before), workload, &[], budgets) {
         for c in s.claims {
             if !out.contains(&c) {
                 out.push(c);
@@ -675,8 +675,15 @@ fn setup_claims(ds: &headroom_core::Dataset, workload: &serde_json::Value, budge
 
 /// How to run a workload in its engine, in the engine's own words: the command (environment
 /// variables and flags) and the lines that go elsewhere (Ollama's Modelfile parameters).
-fn setup_view(lang: Lang, ds: &headroom_core::Dataset, workload: &serde_json::Value, budgets: &[u64], id: &'static str) -> Option<AnyView> {
-    let setup = headroom_core::fit::setup::setup(ds, workload, budgets)?;
+fn setup_view(
+    lang: Lang,
+    ds: &headroom_core::Dataset,
+    before: Option<&serde_json::Value>,
+    workload: &serde_json::Value,
+    budgets: &[u64],
+    id: &'static str,
+) -> Option<AnyView> {
+    let setup = headroom_core::fit::setup::setup_from(ds, before, workload, budgets)?;
     let name = ds.tool(&setup.tool).map(|t| t.name.clone()).unwrap_or_else(|| setup.tool.clone());
     let lines = (!setup.lines.is_empty()).then(|| {
         view! {
@@ -709,9 +716,9 @@ fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, re
             // The claims behind the plan's changes, each a link to its evidence.
             // (The calculator's data carries a lever's claim when a term cites it too: then its
             // verdict shows here; the link leads to the whole evidence either way.)
-            let setup = setup_view(lang, ds, &p.workload, &budgets(result), "plan-setup");
+            let setup = setup_view(lang, ds, Some(&result.workload), &p.workload, &budgets(result), "plan-setup");
             let mut cited = p.claims.clone();
-            for id in setup_claims(ds, &p.workload, &budgets(result)) {
+            for id in setup_claims(ds, &result.workload, &p.workload, &budgets(result)) {
                 if !cited.contains(&id) {
                     cited.push(id);
                 }
@@ -859,7 +866,10 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
             };
             let again = format!("ul.levers li:nth-child({}) button", i + 1);
             let fields: Vec<&str> = l.changes.iter().map(|c| c.field.as_str()).collect();
-            let said: Vec<String> = headroom_core::fit::setup::settings(&ds, &l.workload, &fields, &budgets(&result)).into_iter().map(|s| s.text).collect();
+            let said: Vec<String> = headroom_core::fit::setup::settings_from(&ds, Some(&result.workload), &l.workload, &fields, &budgets(&result))
+                .into_iter()
+                .map(|s| s.text)
+                .collect();
             let said = (!said.is_empty()).then(|| view! { " " <code class="lever-setting">{said.join(" ")}</code> });
             view! {
                 <li data-lever=l.lever.clone()>
@@ -890,7 +900,7 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
                 <h2>{t(lang, k::CALC_LEVERS)}</h2>
                 <ul class="levers">{levers}</ul>
             })}
-            {setup_view(lang, &ds, &result.workload, &budgets(&result), "setup")}
+            {setup_view(lang, &ds, None, &result.workload, &budgets(&result), "setup")}
             <h2>{t(lang, k::CALC_BREAKDOWN)}</h2>
             <div class="table-wrap"><table class="terms"><tbody>{rows}</tbody></table></div>
             {host_rows.map(|rows| view! {

@@ -5,6 +5,7 @@
 //! Templates name the field's value as `{value}` (through the flag's `values`), and:
 //! - `{context_total}`: the context times the batch (llama-server divides `-c` over its slots);
 //! - `{layers_all}`: every layer plus the output layer (llama.cpp's `-ngl` for "all of them");
+//! - `{accumulate}`: the gradient-accumulation steps that keep the batch a plan started from;
 //! - `{tensor_split}`: each GPU's share of the layer split, as the engine split it;
 //! - `{repo}`: the model's Hugging Face repository; `{gguf}`: a GGUF file name for it;
 //! - any other workload field by its name.
@@ -38,13 +39,17 @@ pub struct Setup {
     pub settings: Vec<Setting>,
 }
 
-/// The tool a workload runs in, if the catalog says how to set it.
-fn tool<'a>(ds: &'a Dataset, workload: &Map<String, Value>) -> Option<&'a Tool> {
-    // An LLM without an engine runs in transformers (the engine's default); the other kinds name
-    // no engine.
-    let llm = workload.get("kind").and_then(Value::as_str) == Some("llm-inference");
-    let engine = workload.get("engine").and_then(Value::as_str).or(llm.then_some("transformers"))?;
-    ds.tool(engine).filter(|t| !t.run.is_empty())
+/// The tool a workload runs in and how it is started, if the catalog says how to set it: an LLM
+/// in its engine (transformers when none is named), training in transformers' Trainer.
+fn tool<'a>(ds: &'a Dataset, workload: &Map<String, Value>) -> Option<(&'a Tool, &'a str)> {
+    let kind = workload.get("kind").and_then(Value::as_str)?;
+    let engine = match kind {
+        "llm-inference" => workload.get("engine").and_then(Value::as_str).unwrap_or("transformers"),
+        "training" => "transformers",
+        _ => return None,
+    };
+    let t = ds.tool(engine)?;
+    t.run.get(kind).map(|run| (t, run.as_str()))
 }
 
 /// A workload value as text (`true`, `16384`, `q8_0`, `[1,1]` → `1,1`).
@@ -66,13 +71,18 @@ fn plain(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e15 { format!("{}", x as i64) } else { format!("{x}") }
 }
 
-/// The names a template can use besides `{value}`.
-fn variable(ds: &Dataset, w: &Map<String, Value>, shares: &[f64], name: &str) -> Option<String> {
+/// The names a template can use besides `{value}`; `before`: the workload a plan started from.
+fn variable(ds: &Dataset, w: &Map<String, Value>, before: Option<&Map<String, Value>>, shares: &[f64], name: &str) -> Option<String> {
     let num = |f: &str| w.get(f).and_then(Value::as_u64);
     let model = w.get("model").and_then(Value::as_str).and_then(|id| ds.llm(id));
     match name {
         "context_total" => Some((num("context")? * num("batch").unwrap_or(1).max(1)).to_string()),
         "layers_all" => Some((model?.layers + 1).to_string()),
+        // A smaller batch that keeps the effective batch it started from.
+        "accumulate" => {
+            let (from, to) = (before?.get("batch").and_then(Value::as_u64)?, num("batch")?.max(1));
+            (from > to).then(|| from.div_ceil(to).to_string())
+        }
         "tensor_split" => (shares.len() > 1).then(|| shares.iter().map(|s| plain(*s)).collect::<Vec<_>>().join(",")),
         "repo" => Some(match model {
             Some(m) => m.repo.clone().or_else(|| m.source.url.as_deref().and_then(hf_repo)).unwrap_or_else(|| m.id.clone()),
@@ -147,13 +157,22 @@ fn shares(w: &Map<String, Value>, budgets: &[u64]) -> Vec<f64> {
 /// The settings for `fields` of a workload (every field the tool can set when `fields` is
 /// empty), in the catalog's order; `budgets`: each card's budget, for the layer split.
 pub fn settings(ds: &Dataset, workload: &Value, fields: &[&str], budgets: &[u64]) -> Vec<Setting> {
+    settings_from(ds, None, workload, fields, budgets)
+}
+
+/// [`settings`] for a workload a plan or a lever reached from `before` (a smaller training batch
+/// then keeps the effective batch by accumulating gradients).
+pub fn settings_from(ds: &Dataset, before: Option<&Value>, workload: &Value, fields: &[&str], budgets: &[u64]) -> Vec<Setting> {
+    let before = before.and_then(Value::as_object);
     let Some(w) = workload.as_object() else { return Vec::new() };
-    let Some(t) = tool(ds, w) else { return Vec::new() };
+    let Some((t, _)) = tool(ds, w) else { return Vec::new() };
+    let kind = w.get("kind").and_then(Value::as_str).unwrap_or_default();
     let shares = shares(w, budgets);
-    let var = |name: &str| variable(ds, w, &shares, name);
+    let var = |name: &str| variable(ds, w, before, &shares, name);
     t.flags
         .iter()
         .flat_map(|f| &f.sets)
+        .filter(|s| s.kinds.is_empty() || s.kinds.iter().any(|k| k == kind))
         .filter(|s| fields.is_empty() || fields.contains(&s.field.as_str()))
         .filter_map(|s| write(s, w, &var).map(|text| Setting { field: s.field.clone(), at: s.at.clone(), text, claims: s.claims.clone() }))
         .collect()
@@ -161,19 +180,24 @@ pub fn settings(ds: &Dataset, workload: &Value, fields: &[&str], budgets: &[u64]
 
 /// How to run the workload in its tool: the command with every setting, and the other lines.
 pub fn setup(ds: &Dataset, workload: &Value, budgets: &[u64]) -> Option<Setup> {
+    setup_from(ds, None, workload, budgets)
+}
+
+/// [`setup`] for a workload a plan reached from `before`.
+pub fn setup_from(ds: &Dataset, before: Option<&Value>, workload: &Value, budgets: &[u64]) -> Option<Setup> {
     let w = workload.as_object()?;
-    let t = tool(ds, w)?;
-    let all = settings(ds, workload, &[], budgets);
+    let (t, run) = tool(ds, w)?;
+    let all = settings_from(ds, before, workload, &[], budgets);
     let joined = |at: &str, sep: &str| all.iter().filter(|s| s.at == at).map(|s| s.text.as_str()).collect::<Vec<_>>().join(sep);
     let sep = if t.join.is_empty() { " " } else { t.join.as_str() };
     let args = joined("args", sep);
     // No arguments: no separator before them either.
-    let run = if args.is_empty() { t.run.replace(&format!("{sep}{{args}}"), "") } else { t.run.clone() };
+    let run = if args.is_empty() { run.replace(&format!("{sep}{{args}}"), "") } else { run.to_string() };
     let shares = shares(w, budgets);
     let var = |name: &str| match name {
         "env" => Some(joined("env", " ")),
         "args" => Some(args.clone()),
-        _ => variable(ds, w, &shares, name),
+        _ => variable(ds, w, before.and_then(Value::as_object), &shares, name),
     };
     // Empty parts leave no doubled spaces behind.
     let command = fill(&run, None, &var)?.split_whitespace().collect::<Vec<_>>().join(" ");
