@@ -25,3 +25,21 @@ mod tests {
 pub fn typed_number(s: &str) -> Option<f64> {
     headroom_core::format::parse_decimal(&s.replace(',', "."))
 }
+
+/// A GPU's name as a picker lists it: the vendor's brand left out ("RTX 4060 Ti 8 GB", not
+/// "NVIDIA GeForce RTX 4060 Ti 8 GB"), so that the part telling cards apart is what a narrow
+/// select shows before it cuts the text.
+pub fn picker_name(name: &str) -> &str {
+    ["NVIDIA GeForce ", "NVIDIA ", "AMD ", "Intel "].iter().find_map(|p| name.strip_prefix(p)).unwrap_or(name)
+}
+
+#[cfg(test)]
+mod picker_tests {
+    #[test]
+    fn the_brand_goes_and_the_model_stays() {
+        assert_eq!(super::picker_name("NVIDIA GeForce RTX 4060 Ti 8 GB"), "RTX 4060 Ti 8 GB");
+        assert_eq!(super::picker_name("NVIDIA H100 80GB HBM3"), "H100 80GB HBM3");
+        assert_eq!(super::picker_name("AMD Radeon RX 7900 XTX"), "Radeon RX 7900 XTX");
+        assert_eq!(super::picker_name("Apple M2 Pro"), "Apple M2 Pro");
+    }
+}

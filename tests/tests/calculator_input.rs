@@ -463,3 +463,39 @@ fn a_choice_made_before_the_app_starts_survives_it() {
         assert!(search.contains("model=qwen2.5-14b") && search.contains("context=16384"), "{}: {search}", lang.code());
     }
 }
+
+/// Point 16 of the calculator issue, the card picker on a phone: the RTX 4060, its laptop part
+/// and the two 4060 Ti each show their whole label (model and memory) in the closed select, not
+/// a cut-off "NVIDIA GeForce RTX 4060 Ti 16 GB".
+#[test]
+fn on_a_phone_the_card_picker_shows_which_4060_is_chosen() {
+    let tmp = TempDir::new("calc-phone-cards");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let b = Browser::start();
+    b.resize(390, 844);
+    let ds = &loaded().dataset;
+    let ids: Vec<&str> = ds.gpus.iter().filter(|g| g.name.contains("RTX 4060")).map(|g| g.id.as_str()).collect();
+    assert!(ids.len() >= 4, "{ids:?}");
+    for lang in [Lang::Zh, Lang::Pt] {
+        b.goto(&format!("{}{}?kind=llm-inference&model=llama-3.1-8b&engine=ollama", server.url, Route::Calculator.path(lang)));
+        wait_app(&b);
+        let mut shown = Vec::new();
+        for id in &ids {
+            choose(&b, "c-card", id);
+            // What fits in the closed select: the text up to the select's inner width, in its font.
+            let fits = b.js("const s = document.getElementById('c-card'); const text = s.selectedOptions[0].text; \
+                 const c = document.createElement('canvas').getContext('2d'); c.font = getComputedStyle(s).font; \
+                 const room = s.clientWidth - 32; let n = text.length; while (n > 0 && c.measureText(text.slice(0, n)).width > room) n--; \
+                 return [text, text.slice(0, n)]");
+            let (whole, seen) = (fits[0].as_str().unwrap(), fits[1].as_str().unwrap());
+            // The whole label, memory included ("NVIDIA GeForce RTX 4060 Ti 16 GB" was all that
+            // showed of the old one at 390 px).
+            assert_eq!(seen, whole, "{}: {id} is cut in the closed select", lang.code());
+            shown.push(seen.to_string());
+        }
+        let mut distinct = shown.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), shown.len(), "{}: the closed select shows {shown:?}", lang.code());
+    }
+}

@@ -1611,7 +1611,7 @@ pub fn Calculator(lang: Lang, ds: Data, query: String) -> impl IntoView {
     let mut gpus: Vec<&headroom_core::Gpu> = ds.gpus.iter().collect();
     headroom_core::sort_short_by(&mut gpus, |a, b| a.memory_gb.total_cmp(&b.memory_gb).then(a.name.cmp(&b.name)));
     let cards: Vec<(String, String)> =
-        gpus.iter().map(|g| (g.id.clone(), format!("{} · {}", g.name, gib(headroom_core::fit::gpu_bytes(g) as f64, lang)))).collect();
+        gpus.iter().map(|g| (g.id.clone(), format!("{} · {}", crate::fmt::picker_name(&g.name), gib(headroom_core::fit::gpu_bytes(g) as f64, lang)))).collect();
     let arch = Signal::derive(move || result.with(|r| r.as_ref().ok().and_then(|f| f.architecture.clone())));
     let manual_open = Signal::derive(move || result.with(|r| matches!(r, Err(NoResult::Invalid(e)) if asks_for_hand_description(e))));
     let show_panel = move || state.with(|s| is_own_model(s) || s.contains_key("file"));
