@@ -137,7 +137,7 @@ fn answers_are_the_largest_values_that_fit() {
     let budget = (8.0 * GIB) as u64;
     let peak = |w: Value| fit(ds, &workload(w)).map(|f| f.peak_bytes).unwrap_or(u64::MAX);
     let llm = json!({"kind": "llm-inference", "model": "qwen3-8b", "weights": "Q4_K_M", "kv_cache": "q8_0", "context": 8192, "engine": "ollama"});
-    let a = answers(ds, &workload(llm.clone()), budget).unwrap();
+    let a = answers(ds, &workload(llm.clone()), budget, false).unwrap();
     let ctx = a.max_context.unwrap();
     assert!(ctx.peak_bytes <= budget && !ctx.limit_reached);
     let mut over = llm.clone();
@@ -158,7 +158,7 @@ fn answers_are_the_largest_values_that_fit() {
 
     // A 70B model on a 24 GiB card: some layers on the GPU, the rest in system RAM.
     let big = json!({"kind": "llm-inference", "model": "llama-3.1-70b", "weights": "Q4_K_M", "context": 8192, "engine": "llama.cpp"});
-    let a = answers(ds, &workload(big.clone()), (24.0 * GIB) as u64).unwrap();
+    let a = answers(ds, &workload(big.clone()), (24.0 * GIB) as u64, false).unwrap();
     let g = a.gpu_layers.unwrap();
     assert!(g.layers > 0 && g.layers < g.of, "{g:?}");
     let mut more = big.clone();
@@ -171,13 +171,13 @@ fn answers_are_the_largest_values_that_fit() {
 
     // Training and diffusion.
     let train = json!({"kind": "training", "model": "llama-3.2-1b", "method": "full", "seq": 2048, "gradient_checkpointing": true});
-    let a = answers(ds, &workload(train.clone()), (16.0 * GIB) as u64).unwrap();
+    let a = answers(ds, &workload(train.clone()), (16.0 * GIB) as u64, false).unwrap();
     let s = a.max_seq.unwrap();
     let mut over = train.clone();
     over["seq"] = json!(s.value + 1);
     assert!(s.peak_bytes <= (16.0 * GIB) as u64 && peak(over) > (16.0 * GIB) as u64);
     let video = json!({"kind": "diffusion", "model": "wan2.1-t2v-1.3b", "width": 832, "height": 480, "frames": 81, "text_encoders": "cpu"});
-    let a = answers(ds, &workload(video.clone()), (8.0 * GIB) as u64).unwrap();
+    let a = answers(ds, &workload(video.clone()), (8.0 * GIB) as u64, false).unwrap();
     let f = a.max_frames.unwrap();
     assert_eq!(f.value % 4, 1);
     let mut over = video.clone();
@@ -186,8 +186,8 @@ fn answers_are_the_largest_values_that_fit() {
     let size = a.max_size.unwrap();
     assert!(size.width % 16 == 0 && size.height % 16 == 0 && size.width > size.height, "{size:?}");
     // Nothing fits: no answers, not an error.
-    let a =
-        answers(ds, &workload(json!({"kind": "llm-inference", "model": "llama-3.1-405b", "weights": "bf16", "context": 1024})), (8.0 * GIB) as u64).unwrap();
+    let a = answers(ds, &workload(json!({"kind": "llm-inference", "model": "llama-3.1-405b", "weights": "bf16", "context": 1024})), (8.0 * GIB) as u64, false)
+        .unwrap();
     assert!(a.max_context.is_none() && a.max_batch.is_none() && a.best_weights.is_none());
 }
 

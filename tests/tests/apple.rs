@@ -14,7 +14,7 @@ fn macs_are_in_the_catalog_with_their_sources() {
     let ds = &loaded().dataset;
     let macs: Vec<_> = ds.gpus.iter().filter(|g| g.vendor == Vendor::Apple).collect();
     assert!(macs.len() >= 15, "{} Macs", macs.len());
-    for chip in ["M1", "M1 Max", "M2 Ultra", "M3 Pro", "M3 Max", "M4", "M4 Pro", "M4 Max"] {
+    for chip in ["M1", "M1 Max", "M2", "M2 Pro", "M2 Max", "M2 Ultra", "M3", "M3 Pro", "M3 Max", "M4", "M4 Pro", "M4 Max"] {
         assert!(macs.iter().any(|g| g.architecture == chip), "no {chip}");
     }
     for g in &macs {
@@ -72,11 +72,12 @@ fn a_macs_budget_is_the_gpus_share_and_the_rest_stays_for_the_system() {
 
 #[test]
 fn a_plan_on_a_mac_keeps_the_gpu_and_the_system_ram_within_its_memory() {
-    // Qwen3 32B at Q4_K_M does not fit a 16 GB Mac's GPU share; moving layers "to system RAM"
-    // does not help there as it would on a PC: they stay in the same memory. The plan holds both.
+    // Qwen3 14B at Q8_0 does not fit a 16 GB Mac's GPU share. On a PC the plan could leave layers
+    // in system RAM; a Mac has no memory apart from the GPU's, so its plan changes the model's
+    // format or context instead, and the GPU's peak and the host's part stay within the Mac.
     let ds = &loaded().dataset;
     let w = &parse_input(
-        &json!({"kind": "llm-inference", "model": "qwen3-32b", "weights": "Q4_K_M", "kv_cache": "fp16", "context": 8192, "engine": "llama.cpp"}).to_string(),
+        &json!({"kind": "llm-inference", "model": "qwen3-14b", "weights": "Q8_0", "kv_cache": "fp16", "context": 32768, "engine": "llama.cpp"}).to_string(),
     )
     .unwrap()[0];
     for mac in ["apple-m4-16gb", "apple-m3-pro-18gb", "apple-m4-pro-24gb"] {
@@ -85,5 +86,66 @@ fn a_plan_on_a_mac_keeps_the_gpu_and_the_system_ram_within_its_memory() {
         let plan = f.plan.unwrap_or_else(|| panic!("{mac}: a plan"));
         assert!(plan.peak_bytes <= card.budget_bytes(), "{mac}");
         assert!(plan.peak_bytes + plan.host_bytes <= card.memory_bytes, "{mac}: {} + {} on {}", plan.peak_bytes, plan.host_bytes, card.memory_bytes);
+    }
+}
+
+/// What moves memory "to system RAM" on a PC, by the field it sets.
+const TO_SYSTEM_RAM: [&str; 6] = ["gpu_layers", "cpu_moe_layers", "offload", "text_encoders", "block_swap", "cpu_offload"];
+
+/// On unified memory no lever, plan or answer moves anything to system RAM: there is none apart
+/// from the GPU's. The same workloads on an NVIDIA card with the same budget do get those levers.
+#[test]
+fn a_mac_is_offered_no_lever_to_system_ram() {
+    let ds = &loaded().dataset;
+    let workloads = [
+        json!({"kind": "llm-inference", "model": "qwen3-30b-a3b", "weights": "Q8_0", "kv_cache": "fp16", "context": 32768, "engine": "llama.cpp"}),
+        json!({"kind": "llm-inference", "model": "qwen2.5-14b", "weights": "Q6_K", "kv_cache": "fp16", "context": 16384, "engine": "ollama"}),
+        json!({"kind": "diffusion", "model": "flux.1-dev", "precision": "bf16"}),
+        json!({"kind": "diffusion", "model": "wan2.1-t2v-14b", "precision": "bf16", "frames": 81}),
+    ];
+    for mac in ["apple-m4-16gb", "apple-m4-pro-24gb", "apple:32"] {
+        let card = Card::parse(ds, mac, 0.0).unwrap();
+        // A PC card of the same budget: a size in GiB.
+        let pc = Card::parse(ds, &format!("{}", card.budget_bytes() as f64 / GIB), 0.0).unwrap();
+        assert_eq!(pc.budget_bytes() / (1 << 20), card.budget_bytes() / (1 << 20));
+        for w in &workloads {
+            let w = &parse_input(&w.to_string()).unwrap()[0];
+            let fields = |f: &headroom_core::fit::Fit| -> Vec<String> {
+                let levers = f.levers.iter().flat_map(|l| l.changes.iter().map(|c| c.field.clone()));
+                let plan = f.plan.iter().flat_map(|p| p.changes.iter().map(|c| c.field.clone()));
+                levers.chain(plan).filter(|x| TO_SYSTEM_RAM.contains(&x.as_str())).collect()
+            };
+            let on_mac = fit_on(ds, w, &card).unwrap();
+            assert_eq!(fields(&on_mac), Vec::<String>::new(), "{mac} {w:?}");
+            assert!(on_mac.answers.as_ref().unwrap().gpu_layers.is_none(), "{mac}: no GPU-layer answer on a Mac");
+            let on_pc = fit_on(ds, w, &pc).unwrap();
+            assert!(!fields(&on_pc).is_empty(), "{mac} as a PC card: {w:?}");
+        }
+    }
+}
+
+/// A Mac typed by its size (`apple:N`, the calculator's "Apple silicon" box under "another size")
+/// is judged as the catalog's Mac of that size, not as N GiB of VRAM.
+#[test]
+fn a_mac_typed_by_its_size_is_judged_like_the_catalogs() {
+    let ds = &loaded().dataset;
+    for (typed, preset) in
+        [("apple:16", "apple-m4-16gb"), ("apple:32", "apple-m4-32gb"), ("apple: 48", "apple-m4-pro-48gb"), ("apple:128GB", "apple-m4-max-128gb")]
+    {
+        let (a, b) = (Card::parse(ds, typed, 1.5).unwrap(), Card::parse(ds, preset, 1.5).unwrap());
+        assert_eq!((a.memory_bytes, a.gpu_limit_bytes, a.budget_bytes()), (b.memory_bytes, b.gpu_limit_bytes, b.budget_bytes()), "{typed}");
+    }
+    let typed = Card::parse(ds, "apple:32", 0.0).unwrap();
+    let vram = Card::parse(ds, "32", 0.0).unwrap();
+    assert_eq!(vram.budget_bytes(), (32.0 * GIB) as u64);
+    assert!(vram.budget_bytes() - typed.budget_bytes() > (10.0 * GIB) as u64, "32 GB of unified memory is not 32 GiB of VRAM");
+    assert_eq!(typed.name, "Apple 32 GB");
+    let w = &parse_input(&json!({"kind": "llm-inference", "model": "qwen3-8b", "weights": "Q4_K_M", "context": 8192, "engine": "llama.cpp"}).to_string())
+        .unwrap()[0];
+    let f = fit_on(ds, w, &typed).unwrap();
+    let note = f.notes.iter().find(|n| n.id == "apple-card").expect("the unified-memory note for a typed Mac");
+    assert_eq!(note.values["card"], "Apple 32 GB");
+    for bad in ["apple:", "apple:abc", "apple:-4", "apple:0"] {
+        assert!(Card::parse(ds, bad, 0.0).is_err(), "{bad}");
     }
 }

@@ -486,6 +486,107 @@ fn a_mac_is_judged_by_the_gpus_share_of_its_memory() {
     no_english(&b, lang);
 }
 
+/// A Mac typed by its size, in Chinese and Portuguese: "another size" with the Apple silicon box
+/// is judged as unified memory (the GPU's share, as for the catalog's Macs), not as that much
+/// VRAM; its breakdown names no CUDA context, and no lever moves layers to system RAM, which a
+/// Mac does not have apart from the GPU's. Unticked, the same size is VRAM again.
+#[test]
+fn a_mac_typed_by_its_size_is_unified_memory_without_cuda_words_or_ram_levers() {
+    let tmp = TempDir::new("card-mac-typed");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let w = json!({"kind":"llm-inference","model":"qwen3-30b-a3b","weights":"Q8_0","kv_cache":"fp16","context":32768,"batch":1,"engine":"llama.cpp"});
+    let (mac, vram) = (engine_on(&w, "apple:32"), engine_on(&w, "32"));
+    assert_ne!(verdict_text(Lang::Pt, &mac), verdict_text(Lang::Pt, &vram));
+    // On a PC card of that size the engine offers GPU layers in system RAM; on the Mac it must not.
+    let to_ram = |f: &Fit| f.levers.iter().any(|l| l.changes.iter().any(|c| ["gpu_layers", "cpu_moe_layers"].contains(&c.field.as_str())));
+    assert!(to_ram(&engine_on(&w, "21")) && !to_ram(&mac));
+    for lang in [Lang::Zh, Lang::Pt] {
+        b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), headroom_core::fit::query::to_query(w.as_object().unwrap())));
+        wait_app(&b);
+        b.js("const s = document.getElementById('c-card'); s.value = 'size'; s.dispatchEvent(new Event('change', {bubbles: true})); return 1");
+        b.wait_js("return !!document.getElementById('c-card-size')");
+        b.send_keys("#c-card-size", "32");
+        b.wait_text("#verdict .verdict-line", |s| s == verdict_text(lang, &vram));
+        b.click("#c-card-apple");
+        b.wait_text("#verdict .verdict-line", |s| s == verdict_text(lang, &mac));
+        assert!(b.current_url().contains("card=apple%3A32"), "{}", b.current_url());
+        assert_eq!(b.text("tr[data-term='cuda-context'] th").unwrap(), t(lang, k::TERM_RUNTIME_UNIFIED));
+        assert!(b.text("li[data-note='apple-card']").is_some(), "the unified-memory note");
+        let levers = b.js("return [...document.querySelectorAll('ul.levers li')].map(e => e.dataset.lever)");
+        let levers: Vec<&str> = levers.as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        assert_eq!(levers, mac.levers.iter().map(|l| l.lever.as_str()).collect::<Vec<_>>());
+        assert!(!levers.iter().any(|l| l.starts_with("gpu_layers") || l.starts_with("cpu_moe_layers")), "{levers:?}");
+        assert_eq!(b.js("return document.getElementById('c-card-size').value"), json!("32"));
+        no_english(&b, lang);
+        // Unticked: 32 GiB of VRAM again, with the CUDA context named as such.
+        b.click("#c-card-apple");
+        b.wait_text("#verdict .verdict-line", |s| s == verdict_text(lang, &vram));
+        assert_eq!(b.text("tr[data-term='cuda-context'] th").unwrap(), t(lang, k::TERM_CUDA_CONTEXT));
+    }
+}
+
+/// A close call, in Portuguese and Chinese: a card that fits with less to spare than a desktop and a
+/// browser commonly hold says so under the verdict, with the claim, and asks for what other
+/// programs use; once that is counted the warning says it was; with room to spare it is gone. A
+/// plan that fits only narrowly says the same.
+#[test]
+fn a_narrow_fit_says_what_commonly_takes_the_rest_of_the_card() {
+    let tmp = TempDir::new("card-margin");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let ds = &loaded().dataset;
+    let w = json!({"kind":"llm-inference","model":"qwen2.5-14b","weights":"Q4_K_M","kv_cache":"fp16","context":8192,"batch":1,"engine":"llama.cpp"});
+    let narrow = engine_on(&w, "10.5");
+    let spare = narrow.verdict.as_ref().unwrap().spare_bytes;
+    let margin = headroom_core::fit::THIN_MARGIN_CLAIM;
+    assert!(spare > 0 && (spare as f64) < 0.5 * 1024f64.powi(3), "{spare}");
+    let note = narrow.notes.iter().find(|n| n.id == "thin-margin").expect("the engine's thin-margin note").clone();
+    assert!(engine_on(&w, "12").notes.iter().all(|n| n.id != "thin-margin"));
+    // A training plan that fits with little to spare: the card size is searched with the engine.
+    let train = json!({"kind":"training","model":"llama-3.2-3b","method":"lora","precision":"bf16","seq":2048,"batch":4});
+    let (size, plan_note) = (60..200)
+        .map(|q| q as f64 / 10.0)
+        .find_map(|gib_size| {
+            let f = engine_on(&train, &gib_size.to_string());
+            let p = f.plan?;
+            headroom_core::fit::thin_margin_of(ds, p.spare_bytes, 0).map(|n| (gib_size, n))
+        })
+        .expect("a card size whose plan fits narrowly");
+    for lang in [Lang::Pt, Lang::Zh] {
+        b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), query(&w, "10.5")));
+        wait_app(&b);
+        let text = b.wait_text("#verdict-margin", |_| true);
+        assert!(text.starts_with(&headroom_site::pages::calc::note_text(lang, &note)), "{lang:?}: {text}");
+        assert!(
+            b.js(&format!("return !!document.querySelector('#verdict-margin [data-claim=\"{margin}\"], #verdict-margin a[href*=\"{margin}\"]')"))
+                == json!(true),
+            "the claim is linked"
+        );
+        assert!(b.text("li[data-note='thin-margin']").is_none(), "said once, under the verdict");
+        // 0.1 GiB counted for other programs: the warning says it was counted.
+        // (Typed key by key: "0" and "0." on the way hold nothing, and must not be wiped.)
+        b.send_keys("#c-other", "0.1");
+        let counted = fit_on(ds, &parse_input(&w.to_string()).unwrap()[0], &Card::parse(ds, "10.5", 0.1).unwrap()).unwrap();
+        let counted = counted.notes.iter().find(|n| n.id == "thin-margin").unwrap().clone();
+        b.wait_text("#verdict-margin", |t| t.starts_with(&headroom_site::pages::calc::note_text(lang, &counted)));
+        assert_ne!(headroom_site::pages::calc::note_text(lang, &counted), headroom_site::pages::calc::note_text(lang, &note));
+        assert!(b.current_url().contains("other=0.1"), "{}", b.current_url());
+        assert_eq!(b.js("return document.getElementById('c-other').value"), json!("0.1"));
+        no_english(&b, lang);
+        // 12 GiB: room to spare, no warning.
+        b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), query(&w, "12")));
+        wait_app(&b);
+        b.wait_js("return !!document.getElementById('verdict')");
+        assert!(b.text("#verdict-margin").is_none());
+        // The narrow plan.
+        b.goto(&format!("{}{}{}", server.url, Route::Calculator.path(lang), query(&train, &size.to_string())));
+        wait_app(&b);
+        let text = b.wait_text("#plan-margin", |_| true);
+        assert!(text.starts_with(&headroom_site::pages::calc::note_text(lang, &plan_note)), "{lang:?} {size}: {text}");
+    }
+}
+
 /// Two different cards in one machine, in Spanish on a phone and in English on a desktop: one bar
 /// per GPU, each card's verdict with the one that runs out first named, as the engine says
 /// (`fit_on_cards`); the card picker offers the second card only where the workload can use it.

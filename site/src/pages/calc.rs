@@ -111,7 +111,7 @@ fn machine_cards(ds: &headroom_core::Dataset, s: &State, card: Card) -> Result<V
 pub fn second_card(ds: &headroom_core::Dataset, state: &State, f: &Fit) -> Option<(Verdict, Answers)> {
     let card = card_in(ds, state, "card2")?.ok()?;
     let w = Workload::from_value(&f.workload).ok()?;
-    let a = headroom_core::fit::search::answers(ds, &w, card.budget_bytes()).ok()?;
+    let a = headroom_core::fit::search::answers(ds, &w, card.budget_bytes(), card.gpu_limit_bytes.is_some()).ok()?;
     Some((Verdict::of(&card, f.peak_bytes), a))
 }
 
@@ -226,7 +226,11 @@ fn node_number_text(node: NodeRef<leptos::html::Input>, value: Option<Value>) ->
     if let Some(el) = node.get_untracked() {
         let typed = el.value();
         let same = typed_number(&typed) == want && want.is_some();
-        if same || (want.is_none() && typed.trim().is_empty()) {
+        // Nothing held while the text is not a positive number: the reader is typing ("0", "0."
+        // on the way to "0.1") or typed what the field's note explains. Their text stays; only a
+        // number that the state no longer holds (changed elsewhere) is replaced.
+        let typing = want.is_none() && !typed_number(&typed).is_some_and(|x| x > 0.0);
+        if same || typing {
             return typed;
         }
     }
@@ -607,17 +611,36 @@ fn answers_view(lang: Lang, state: RwSignal<State>, card: &str, a: &Answers, id:
     .into_any()
 }
 
+/// A close call: fits, with less to spare than a desktop and a browser commonly hold (the engine's
+/// `thin-margin` note), with its claim.
+fn margin_view(lang: Lang, ds: &Data, note: Option<headroom_core::fit::Note>, id: String) -> Option<AnyView> {
+    let note = note?;
+    let ds = ds.clone();
+    Some(
+        view! {
+            <p class="margin-warning" id=id role="note">
+                {note_text(lang, &note)}" "
+                <ClaimRef lang=lang ds=ds id=headroom_core::fit::THIN_MARGIN_CLAIM.to_string() />
+            </p>
+        }
+        .into_any(),
+    )
+}
+
 /// The verdict for the chosen card, and the second card side by side when one is chosen.
-fn verdict_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
+fn verdict_view(lang: Lang, ds: &Data, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
     let v = result.verdict.clone()?;
     let answers = result.answers.clone();
+    let ds_margin = ds.clone();
     let one = move |v: &Verdict, a: Option<&Answers>, id: &'static str, aid: &'static str| {
+        let ds = ds_margin.clone();
         let class = if v.fits { "verdict fits" } else { "verdict short" };
         let a = a.map(|a| answers_view(lang, state, &machine_name(v), a, aid));
         view! {
             <section class=class id=id tabindex="-1" data-fits=v.fits.to_string() data-spare=v.spare_bytes.to_string()>
                 <p class="verdict-line"><strong>{verdict_line(lang, v)}</strong></p>
                 <p class="muted">{budget_line(lang, v)}</p>
+                {margin_view(lang, &ds, headroom_core::fit::thin_margin(&ds, v), format!("{id}-margin"))}
                 {(!v.gpus.is_empty()).then(|| view! {
                     <ul class="verdict-gpus" id=format!("{id}-gpus")>
                         {v.gpus.iter().enumerate().map(|(i, g)| {
@@ -643,11 +666,12 @@ fn verdict_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>,
     // The second card follows the state by itself: it is not part of the workload's fit.
     let ds = ds.clone();
     let fit = result.clone();
+    let first = one(&v, answers.as_ref(), "verdict", "answers");
     let second = move || state.with(|s| second_card(&ds, s, &fit)).map(|(v2, a2)| one(&v2, Some(&a2), "verdict-2", "answers-2"));
     Some(
         view! {
             <div class="compare">
-                {one(&v, answers.as_ref(), "verdict", "answers")}
+                {first}
                 {second}
             </div>
         }
@@ -704,7 +728,7 @@ fn setup_view(
 }
 
 /// The cheapest combination of levers that fits the card, with one button that applies it.
-fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
+fn plan_view(lang: Lang, ds: &Data, state: RwSignal<State>, result: &Fit) -> Option<AnyView> {
     let v = result.verdict.as_ref().filter(|v| !v.fits)?;
     let card = machine_name(v);
     Some(match &result.plan {
@@ -717,6 +741,7 @@ fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, re
             // (The calculator's data carries a lever's claim when a term cites it too: then its
             // verdict shows here; the link leads to the whole evidence either way.)
             let setup = setup_view(lang, ds, Some(&result.workload), &p.workload, &budgets(result), "plan-setup");
+            let margin = margin_view(lang, ds, headroom_core::fit::thin_margin_of(ds, p.spare_bytes, v.card.other_bytes), "plan-margin".into());
             let mut cited = p.claims.clone();
             for id in setup_claims(ds, &result.workload, &p.workload, &budgets(result)) {
                 if !cited.contains(&id) {
@@ -747,6 +772,7 @@ fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, re
                         {(p.host_bytes > 0).then(|| view! { " " <span id="plan-ram">{fmt(lang, k::CALC_PLAN_RAM, &[("size", &gib(p.host_bytes as f64, lang))])}</span> })}
                         " " <span class="muted">{costs}</span>
                     </p>
+                    {margin}
                     <button type="button" id="plan-apply" class="apply" on:click=move |_| {
                         state.update(|s| apply_lever(s, &alt));
                         refocus("#verdict".into());
@@ -758,14 +784,23 @@ fn plan_view(lang: Lang, ds: &headroom_core::Dataset, state: RwSignal<State>, re
     })
 }
 
+/// A term's name on this card: on unified memory (a Mac) the runtime's own memory is not a CUDA
+/// context, only measured as one.
+fn row_label(lang: Lang, term: headroom_core::fit::TermId, unified: bool) -> &'static str {
+    match term {
+        headroom_core::fit::TermId::CudaContext if unified => t(lang, k::TERM_RUNTIME_UNIFIED),
+        _ => term_label(lang, term),
+    }
+}
+
 /// A breakdown as a bar's segments, each term's share of `scale` bytes.
-fn segments(lang: Lang, terms: &[headroom_core::fit::Term], scale: f64) -> AnyView {
+fn segments(lang: Lang, terms: &[headroom_core::fit::Term], scale: f64, unified: bool) -> AnyView {
     terms
         .iter()
         .enumerate()
         .map(|(i, term)| {
             let pct = term.bytes as f64 / scale * 100.0;
-            let label = format!("{}: {}", term_label(lang, term.term), gib(term.bytes as f64, lang));
+            let label = format!("{}: {}", row_label(lang, term.term, unified), gib(term.bytes as f64, lang));
             view! { <span class=format!("seg seg-{}", i % 8) style=format!("width:{pct:.2}%") title=label.clone() aria-label=label></span> }
         })
         .collect_view()
@@ -778,7 +813,8 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
     let budget = result.verdict.as_ref().map(|v| v.budget_bytes as f64);
     // The bar's scale holds both the peak and the card, so the card's edge can be drawn on it.
     let scale = budget.map_or(peak, |b| b.max(peak)).max(1.0);
-    let bar = segments(lang, &result.breakdown, scale);
+    let unified = result.verdict.as_ref().is_some_and(|v| v.card.gpu_limit_bytes.is_some());
+    let bar = segments(lang, &result.breakdown, scale, unified);
     let mark = result.verdict.as_ref().map(|v| {
         let left = v.budget_bytes as f64 / scale * 100.0;
         view! { <span class="budget-mark" style=format!("left:{left:.2}%") title=budget_line(lang, v)></span> }
@@ -791,7 +827,7 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
                 let ds = ds.clone();
                 view! {
                     <tr data-term=term.term.as_str()>
-                        <th scope="row"><span class=format!("swatch seg-{}", i % 8)></span>{term_label(lang, term.term)}</th>
+                        <th scope="row"><span class=format!("swatch seg-{}", i % 8)></span>{row_label(lang, term.term, unified)}</th>
                         <td class="num">{gib(term.bytes as f64, lang)}</td>
                         <td class="evidence">{term.claims.iter().map(|c| view! { <ClaimRef lang=lang ds=ds.clone() id=c.clone() /> }).collect_view()}</td>
                     </tr>
@@ -818,7 +854,7 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
                     ),
                     None => fmt(lang, k::CALC_GPU_ROW, &[("n", &d.gpu.to_string()), ("peak", &gib(d.peak_bytes as f64, lang))]),
                 };
-                let segs = segments(lang, &d.breakdown, scale);
+                let segs = segments(lang, &d.breakdown, scale, unified);
                 let mark = card.map(|(_, budget)| view! { <span class="budget-mark" style=format!("left:{:.2}%", budget as f64 / scale * 100.0)></span> });
                 view! {
                     <li data-gpu=d.gpu.to_string() data-bytes=d.peak_bytes.to_string() class:limiting=limiting == Some(d.gpu)>
@@ -924,7 +960,7 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
             }}
             {(!result.notes.is_empty()).then(|| view! {
                 <h2>{t(lang, k::CALC_NOTES)}</h2>
-                <ul class="notes">{result.notes.iter().map(|n| view! { <li data-note=n.id.clone()>{note_text(lang, n)}</li> }).collect_view()}</ul>
+                <ul class="notes">{result.notes.iter().filter(|n| n.id != "thin-margin").map(|n| view! { <li data-note=n.id.clone()>{note_text(lang, n)}</li> }).collect_view()}</ul>
             })}
         </section>
     }
@@ -1029,6 +1065,8 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         "peak-forward-end" => k::NOTE_PEAK_FORWARD_END,
         "rocm-card" => k::NOTE_ROCM_CARD,
         "apple-card" => k::NOTE_APPLE_CARD,
+        "thin-margin" if n.values.get("other").is_some_and(|o| o != "0") => k::NOTE_THIN_MARGIN_COUNTED,
+        "thin-margin" => k::NOTE_THIN_MARGIN,
         "layer-split" => k::NOTE_LAYER_SPLIT,
         "ollama-split" => k::NOTE_OLLAMA_SPLIT,
         "vllm-parallel-unmodelled" => k::NOTE_VLLM_PARALLEL_UNMODELLED,
@@ -1042,7 +1080,7 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
         .iter()
         .map(|(name, v)| {
             let shown = match name.as_str() {
-                "bytes" | "limit" | "left" => parse_decimal(v).map(|b| gib(b, lang)).unwrap_or_else(|| v.clone()),
+                "bytes" | "limit" | "left" | "spare" | "margin" | "other" => parse_decimal(v).map(|b| gib(b, lang)).unwrap_or_else(|| v.clone()),
                 "stage" => t(
                     lang,
                     match v.as_str() {
@@ -1372,7 +1410,22 @@ fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, 
     let ram_node = NodeRef::<leptos::html::Input>::new();
     #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
     let ds_report = ds.clone();
-    let size = move || node_number_text(size_node, state.with(|s| s.get("card").filter(|v| !v.as_str().is_some_and(|x| ds.gpu(x).is_some())).cloned()));
+    // A Mac typed by its memory size: `apple:32` (unified memory, judged as the catalog's Macs).
+    use headroom_core::fit::APPLE_SIZE_PREFIX;
+    let apple_mode = RwSignal::new(state.with_untracked(|s| s.get("card").and_then(Value::as_str).is_some_and(|c| c.starts_with(APPLE_SIZE_PREFIX))));
+    let typed_size = move || {
+        state.with(|s| {
+            s.get("card").filter(|v| !v.as_str().is_some_and(|x| ds.gpu(x).is_some())).map(|v| match v.as_str() {
+                Some(x) => json!(x.strip_prefix(APPLE_SIZE_PREFIX).unwrap_or(x)),
+                None => v.clone(),
+            })
+        })
+    };
+    let size = {
+        let typed_size = typed_size.clone();
+        move || node_number_text(size_node, typed_size())
+    };
+    let size_spec = move |typed: String| if apple_mode.get_untracked() { format!("{APPLE_SIZE_PREFIX}{typed}") } else { typed };
     let set = move |key: &'static str, v: Option<Value>| {
         state.update(|s| {
             match v {
@@ -1464,15 +1517,25 @@ fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, 
                     <option value=SIZE>{t(lang, k::CALC_CARD_SIZE_OPTION)}</option>
                 </select>
             </div>
-            {move || size_mode.get().then(|| { let size = size.clone(); view! {
+            {move || size_mode.get().then(|| { let (size, typed_size) = (size.clone(), typed_size.clone()); view! {
                 <div class="field">
                     <label for="c-card-size">{t(lang, k::CALC_CARD_SIZE)}</label>
                     <input node_ref=size_node id="c-card-size" type="text" inputmode="decimal" autocomplete="off" min="0.5" step="0.5" prop:value=size on:input=move |ev| {
                         let v = event_target_value(&ev).trim().replace(',', ".");
                         // Kept as typed (a size spec such as "12" or "10.5").
-                        set("card", parse_decimal(&v).filter(|x| *x > 0.0).map(|_| json!(v)));
+                        set("card", parse_decimal(&v).filter(|x| *x > 0.0).map(|_| json!(size_spec(v))));
                     } />
                 </div>
+                <label class="check" for="c-card-apple">
+                    <input id="c-card-apple" type="checkbox" prop:checked=move || apple_mode.get() on:change=move |ev| {
+                        apple_mode.set(event_target_checked(&ev));
+                        let typed = typed_size().and_then(|v| v.as_str().map(str::to_string).or_else(|| v.as_f64().map(|x| x.to_string())));
+                        if let Some(typed) = typed {
+                            set("card", Some(json!(size_spec(typed))));
+                        }
+                    } />
+                    {t(lang, k::CALC_CARD_SIZE_APPLE)}
+                </label>
             }})}
             {move || state.with(headroom_core::fit::form::offers_more_cards).then(|| { let cards = cards3.clone(); view! {
                 <div class="field">

@@ -113,7 +113,11 @@ fn halvings(value: u64, floor: u64) -> Vec<u64> {
     out
 }
 
-fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
+/// The dimensions a workload can move along. On unified memory (`unified`: Apple silicon) there is
+/// no system RAM apart from the GPU's: nothing is moved "to system RAM" there (no GPU layers or
+/// experts left to the CPU, no offload, no block swap); the GPU's limit itself is what a Mac
+/// raises (note `apple-card`).
+fn dimensions(ds: &Dataset, w: &Workload, unified: bool) -> Result<Vec<Dimension>, String> {
     let mut dims = Vec::new();
     match w {
         Workload::LlmInference(l) => {
@@ -182,7 +186,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
             }
             // Ollama has no setting for it (none in api/types.go, envconfig or its llama-server
             // flags at b7871fc): only llama.cpp's --n-cpu-moe.
-            if l.engine == Engine::LlamaCpp && m.is_moe() {
+            if l.engine == Engine::LlamaCpp && m.is_moe() && !unified {
                 // Experts of the first N layers in system RAM: the rest of the model stays on the GPU.
                 let layers = m.layers;
                 let now = l.cpu_moe_layers.unwrap_or(0).min(layers);
@@ -225,7 +229,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                 .map(|(i, c)| step(vec![("context", json!(c))], 4 * (i as u32 + 1), Cost::Capability, context_claims.clone()))
                 .collect();
             dims.push(Dimension { steps, refine: Some(Refine { field: "context", from: l.context, grain: 256 }) });
-            if matches!(l.engine, Engine::LlamaCpp | Engine::Ollama) {
+            if matches!(l.engine, Engine::LlamaCpp | Engine::Ollama) && !unified {
                 // -ngl counts the output layer as one.
                 let layers = m.layers + 1;
                 let now = l.gpu_layers.unwrap_or(layers).min(layers);
@@ -264,7 +268,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
             }
             // Model states to system RAM, once they are sharded: DeepSpeed's optimizer offload,
             // then the parameters too (ZeRO-3, or FSDP's offload).
-            if t.cpu_offload.is_none() && (t.zero > 0 || t.fsdp.is_some()) {
+            if t.cpu_offload.is_none() && (t.zero > 0 || t.fsdp.is_some()) && !unified {
                 let mut steps = Vec::new();
                 if t.fsdp.is_none() {
                     steps.push(step(vec![("cpu_offload", json!("optimizer"))], 3, Cost::Speed, vec!["deepspeed-offload-cpu-bytes-zero2"]));
@@ -343,7 +347,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     steps.push(step(vec![("text_encoder_precision", json!("fp8"))], 1, Cost::Quality, claims));
                 }
                 dims.push(Dimension { steps, refine: None });
-                if d.text_encoders == Placement::Gpu {
+                if d.text_encoders == Placement::Gpu && !unified {
                     dims.push(Dimension {
                         steps: vec![step(vec![("text_encoders", json!("cpu"))], 2, Cost::Speed, vec!["guide-image-diffusers-offload-modes"])],
                         refine: None,
@@ -388,7 +392,7 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
             dims.push(Dimension { steps, refine: None });
             let layers = m.components.iter().find(|c| c.role.starts_with("denoiser")).and_then(|c| c.layers).unwrap_or(0);
             let mut offload = Vec::new();
-            if d.offload == Offload::None {
+            if d.offload == Offload::None && !unified {
                 offload.push(step(
                     vec![("offload", json!("model"))],
                     3,
@@ -396,13 +400,13 @@ fn dimensions(ds: &Dataset, w: &Workload) -> Result<Vec<Dimension>, String> {
                     vec!["guide-image-diffusers-offload-modes", "comfyui-keeps-models-loaded"],
                 ));
             }
-            if d.offload != Offload::Sequential {
+            if d.offload != Offload::Sequential && !unified {
                 offload.push(step(vec![("offload", json!("sequential"))], 12, Cost::Speed, vec!["guide-image-diffusers-offload-modes"]));
             }
             dims.push(Dimension { steps: offload, refine: None });
             // Block swap where a claim describes it for inference: the Wan video wrapper's.
             let swap_claim = ds.claim("wan-wrapper-block-swap").filter(|c| c.models.iter().any(|x| *x == m.id)).is_some();
-            if swap_claim && layers > 1 && d.offload != Offload::Sequential {
+            if swap_claim && layers > 1 && d.offload != Offload::Sequential && !unified {
                 let mut seen = BTreeSet::new();
                 let steps = [(1u32, 4u32, 4u32), (1, 2, 5), (3, 4, 6), (9, 10, 8)]
                     .iter()
@@ -492,8 +496,8 @@ fn lever_of(ds: &Dataset, base: &Workload, base_peak: u64, s: &Step, budget: Opt
 /// The single levers: per dimension, its mildest step; with a card, the mildest step that fits on
 /// its own (or, when none does, the strongest, marked as not fitting); without one, also the
 /// strongest step of a ladder.
-pub(crate) fn levers(ds: &Dataset, w: &Workload, base_peak: u64, budget: Option<u64>) -> Vec<Lever> {
-    let Ok(dims) = dimensions(ds, w) else {
+pub(crate) fn levers(ds: &Dataset, w: &Workload, base_peak: u64, budget: Option<u64>, unified: bool) -> Vec<Lever> {
+    let Ok(dims) = dimensions(ds, w, unified) else {
         return Vec::new();
     };
     let mut out: Vec<Lever> = Vec::new();
@@ -532,7 +536,7 @@ pub(crate) fn plan(ds: &Dataset, w: &Workload, base: (u64, u64), budget: u64, ra
     if within(base) {
         return None;
     }
-    let dims = dimensions(ds, w).ok()?;
+    let dims = dimensions(ds, w, unified).ok()?;
     let changes_of = |idx: &[u8]| -> Vec<(&'static str, Value)> {
         idx.iter().zip(&dims).filter(|(i, _)| **i > 0).flat_map(|(i, d)| d.steps[*i as usize - 1].changes.clone()).collect()
     };

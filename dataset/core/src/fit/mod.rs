@@ -462,9 +462,49 @@ pub fn gpu_limit_bytes(ds: &Dataset, g: &crate::Gpu) -> Result<u64, String> {
     if g.vendor != crate::Vendor::Apple {
         return Ok(gpu_bytes(g));
     }
-    let claim = if g.memory_gb <= 32.0 { "apple-gpu-working-set-up-to-32gb" } else { "apple-gpu-working-set-above-32gb" };
-    Ok((gpu_bytes(g) as f64 * claim_number(ds, claim)? / 100.0) as u64)
+    unified_limit_bytes(ds, g.memory_gb)
 }
+
+/// The GPU's default share of `memory_gb` GB of unified memory (Apple's GB, taken as GiB as for
+/// every catalog card).
+fn unified_limit_bytes(ds: &Dataset, memory_gb: f64) -> Result<u64, String> {
+    let claim = if memory_gb <= 32.0 { "apple-gpu-working-set-up-to-32gb" } else { "apple-gpu-working-set-above-32gb" };
+    Ok((memory_gb * GIB * claim_number(ds, claim)? / 100.0) as u64)
+}
+
+/// What a desktop session and a browser commonly hold of a card that drives the display (claim
+/// `desktop-and-browser-hold-about-half-a-gib`): a card that fits with less than this to spare is
+/// a close call on such a machine.
+pub const THIN_MARGIN_CLAIM: &str = "desktop-and-browser-hold-about-half-a-gib";
+
+/// A note when `v` fits with less to spare than [`THIN_MARGIN_CLAIM`]'s bytes: how much is spare,
+/// that margin, and what other processes were already counted.
+pub fn thin_margin(ds: &Dataset, v: &Verdict) -> Option<Note> {
+    thin_margin_of(ds, v.spare_bytes, v.card.other_bytes)
+}
+
+/// [`thin_margin`] for a spare of `spare_bytes` (a plan's, say) with `other_bytes` already counted.
+pub fn thin_margin_of(ds: &Dataset, spare_bytes: i64, other_bytes: u64) -> Option<Note> {
+    let margin = claim_number(ds, THIN_MARGIN_CLAIM).ok()? as i64;
+    if !(0..margin).contains(&spare_bytes) {
+        return None;
+    }
+    let mut values = std::collections::BTreeMap::new();
+    values.insert("spare".to_string(), spare_bytes.to_string());
+    values.insert("margin".to_string(), margin.to_string());
+    values.insert("other".to_string(), other_bytes.to_string());
+    Some(Note {
+        id: "thin-margin".into(),
+        text: format!(
+            "Only {spare_bytes} bytes to spare: on a card that also drives the display, the desktop and a browser commonly hold about {margin} bytes, and a second program more. Count what they use as other processes (nvidia-smi lists them; {other_bytes} bytes are counted now)."
+        ),
+        values,
+    })
+}
+
+/// The prefix of a card spec that names a Mac by its memory size (`apple:32`): unified memory,
+/// judged as the catalog's Macs are.
+pub const APPLE_SIZE_PREFIX: &str = "apple:";
 
 /// What a PyTorch process holds on a GPU before its first tensor (the allocator lab counts it as
 /// taken before a replay starts): where probe reports for the GPU were aggregated, the GPU's
@@ -503,7 +543,7 @@ fn fit_with(ds: &Dataset, w: &Workload) -> Result<(Fit, u64), String> {
             fits.push(GpuFit { gpu: g.id.clone(), name: g.name.clone(), memory_bytes: gpu_bytes(g), headroom_bytes: limit as i64 - peak as i64 });
         }
     }
-    let levers = levers::levers(ds, w, need, None);
+    let levers = levers::levers(ds, w, need, None, false);
     let devices = if b.devices.len() > 1 {
         b.devices.iter().enumerate().map(|(gpu, terms)| DeviceFit { gpu, peak_bytes: terms.iter().map(|t| t.bytes).sum(), breakdown: terms.clone() }).collect()
     } else {
@@ -571,10 +611,10 @@ pub fn fit_on_cards(ds: &Dataset, w: &Workload, cards: &[Card]) -> Result<Fit, S
     let card = &cards[binding];
     // The searches count against the largest card (see `scalar`); with one card, that card.
     let budget = cards.iter().map(Card::budget_bytes).max().unwrap_or(0);
-    f.levers = levers::levers(ds, &w, need, Some(budget));
-    // Unified memory (Apple silicon): the plan keeps the GPU's peak and what stays "in system
-    // RAM" within the Mac's memory together.
+    // Unified memory (Apple silicon): no lever moves anything "to system RAM", and the plan keeps
+    // the GPU's peak and what stays in host memory within the Mac's memory together.
     let unified = card.gpu_limit_bytes.is_some();
+    f.levers = levers::levers(ds, &w, need, Some(budget), unified);
     let plan_ram = if unified { Some(card.ram_bytes.unwrap_or(card.memory_bytes).saturating_sub(card.other_bytes)) } else { card.ram_bytes };
     f.plan = levers::plan(ds, &w, (need, f.host_bytes), budget, plan_ram, unified);
     let mut v = Verdict::of(card, f.peak_bytes);
@@ -606,17 +646,19 @@ pub fn fit_on_cards(ds: &Dataset, w: &Workload, cards: &[Card]) -> Result<Fit, S
         spare_bytes: ram as i64 - f.host_bytes as i64,
         fits: f.host_bytes <= ram,
     });
+    let thin = thin_margin(ds, &v);
     f.verdict = Some(v);
-    if let (Some(limit), Some(g)) = (card.gpu_limit_bytes, ds.gpu(&card.spec)) {
+    f.notes.extend(thin);
+    if let Some(limit) = card.gpu_limit_bytes {
         // Unified memory: the GPU's default share, and how to raise it (claims
         // `apple-gpu-working-set-*`, `apple-wired-limit-sysctl`).
         let mut values = std::collections::BTreeMap::new();
-        values.insert("card".to_string(), g.name.clone());
+        values.insert("card".to_string(), card.name.clone());
         values.insert("limit".to_string(), limit.to_string());
         values.insert("left".to_string(), (card.memory_bytes - limit).to_string());
         f.notes.push(Note {
             id: "apple-card".into(),
-            text: format!("On the {} the GPU shares the memory with macOS: by default it may use about {limit} bytes, and {} stay for the system and other programs. On macOS 15 or newer sudo sysctl iogpu.wired_limit_mb=N raises the limit; llama.cpp prints the real one at start (recommendedMaxWorkingSetSize). The runtime's own memory was measured on NVIDIA GPUs, not on Metal.", g.name, card.memory_bytes - limit),
+            text: format!("On the {} the GPU shares the memory with macOS: by default it may use about {limit} bytes, and {} stay for the system and other programs. On macOS 15 or newer sudo sysctl iogpu.wired_limit_mb=N raises the limit; llama.cpp prints the real one at start (recommendedMaxWorkingSetSize). The runtime's own memory was measured on NVIDIA GPUs, not on Metal.", card.name, card.memory_bytes - limit),
             values,
         });
     }
@@ -633,7 +675,7 @@ pub fn fit_on_cards(ds: &Dataset, w: &Workload, cards: &[Card]) -> Result<Fit, S
             text: format!("The {} runs ROCm: PyTorch keeps the same caching allocator there (PYTORCH_CUDA_ALLOC_CONF, or PYTORCH_HIP_ALLOC_CONF when that is unset), and llama.cpp the same buffers; the runtime's own memory was measured on NVIDIA GPUs, not under ROCm.", g.name),
         });
     }
-    f.answers = Some(search::answers(ds, &w, budget)?);
+    f.answers = Some(search::answers(ds, &w, budget, unified)?);
     if cards.len() > 1 {
         show_binding_peaks(ds, &w, &mut f);
     }
@@ -716,10 +758,19 @@ impl Card {
                 (g.name.clone(), gpu_bytes(g) as f64)
             }
             None => {
-                // A size in GiB or GB (a bare number is GiB).
-                let (num, unit) = ["GiB", "GB"].iter().find_map(|u| spec.strip_suffix(u).map(|n| (n, *u))).unwrap_or((spec, "GiB"));
+                // A size in GiB or GB (a bare number is GiB); `apple:` before it, a Mac's unified
+                // memory in Apple's GB (taken as GiB, as the catalog's Macs are).
+                let (apple, size) = match spec.strip_prefix(APPLE_SIZE_PREFIX) {
+                    Some(rest) => (true, rest.trim()),
+                    None => (false, spec),
+                };
+                let (num, unit) = ["GiB", "GB"].iter().find_map(|u| size.strip_suffix(u).map(|n| (n, *u))).unwrap_or((size, "GiB"));
                 let mult = crate::units::bytes_per(unit).expect("a size unit");
                 match crate::format::parse_decimal(num) {
+                    Some(x) if apple && x > 0.0 && x <= 4096.0 => {
+                        limit = Some(unified_limit_bytes(ds, x)?);
+                        (format!("Apple {} GB", num.trim()), x * GIB)
+                    }
                     Some(x) if x > 0.0 && x <= 4096.0 => (format!("{} {unit}", num.trim()), x * mult),
                     _ => return Err(crate::messages::say("card-unknown", &[("spec", spec)])),
                 }

@@ -112,8 +112,9 @@ fn to_largest(r: Option<(u64, u64)>, hi: u64) -> Option<Largest> {
     r.map(|(value, peak_bytes)| Largest { value, peak_bytes, limit_reached: value >= hi })
 }
 
-/// Every answer that applies to the workload, for a card with `budget_bytes` free.
-pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers, String> {
+/// Every answer that applies to the workload, for a card with `budget_bytes` free (`unified`: its
+/// memory is the system's too, as on Apple silicon: no answer leaves layers in system RAM).
+pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64, unified: bool) -> Result<Answers, String> {
     // The workload itself must be valid (a clear error instead of empty answers).
     breakdown(ds, w)?;
     let mut a = Answers { budget_bytes, ..Answers::default() };
@@ -128,7 +129,8 @@ pub fn answers(ds: &Dataset, w: &Workload, budget_bytes: u64) -> Result<Answers,
             let max_ctx = m.max_context;
             a.max_context = to_largest(largest(1, max_ctx, 1, &mut |c| peak(ds, &with(&|x| x.context = c)), budget_bytes), max_ctx);
             a.max_batch = to_largest(largest(1, 1024, 1, &mut |n| peak(ds, &with(&|x| x.batch = n)), budget_bytes), 1024);
-            if matches!(l.engine, Engine::LlamaCpp | Engine::Ollama) {
+            // On unified memory there is no system RAM to leave layers in (see `levers`).
+            if matches!(l.engine, Engine::LlamaCpp | Engine::Ollama) && !unified {
                 // -ngl counts the output layer: layers + 1 puts every layer on the GPU.
                 let layers = m.layers as u64 + 1;
                 if let Some((n, p)) = largest(0, layers, 1, &mut |n| peak(ds, &with(&|x| x.gpu_layers = Some(n as u32))), budget_bytes) {
