@@ -112,12 +112,29 @@ fn a_dropped_snapshot_replays_in_the_browser_as_the_cli_replays_it() {
     }
     assert!(oom > 0 && oom < compared, "the cards chosen split the outcomes ({oom} of {compared} run out)");
 
-    // The recommendation names the first setting that survives on the reader's card, with claims.
-    let first = cli["first_that_fits"][0].clone();
+    // The recommendation, from the CLI's cells on the reader's card: the first setting that
+    // survives with what a desktop and a browser commonly hold to spare, else the one that
+    // survives with the most to spare.
+    let card0 = catalog_card(ds, &ids[0], 0).unwrap().0;
+    let margin = headroom_core::fit::thin_margin_bytes(ds).unwrap();
+    let spare_of = |conf: &str| -> Option<u64> {
+        let row = cli["configs"].as_array().unwrap().iter().find(|c| {
+            let name = c["config"].as_str().unwrap();
+            name == conf || (conf.is_empty() && name == "default") || name == format!("{conf} (--conf)")
+        })?;
+        let c = &row["cells"][0];
+        (c["oom"] == false).then(|| card0.total - card0.taken - c["peak_reserved"].as_u64().unwrap())
+    };
+    let confs: Vec<&str> = rows.iter().map(|r| r["conf"].as_str().unwrap()).collect();
+    let want = confs
+        .iter()
+        .find(|c| spare_of(c).is_some_and(|s| s >= margin))
+        .or_else(|| confs.iter().rev().filter(|c| spare_of(c).is_some()).max_by_key(|c| spare_of(c)))
+        .map(|c| if c.is_empty() { "default" } else { *c });
     let rec = b.text("#lab-rec").unwrap();
-    match first.as_str() {
+    match want {
         Some("default") => assert!(rec.contains("no PYTORCH_CUDA_ALLOC_CONF is needed"), "{rec}"),
-        Some(c) => assert!(rec.contains(&format!("PYTORCH_CUDA_ALLOC_CONF={}", c.trim_end_matches(" (--conf)"))), "{rec}"),
+        Some(c) => assert!(rec.contains(&format!("PYTORCH_CUDA_ALLOC_CONF={c}")), "{rec}"),
         None => {
             assert!(rec.contains("none of these settings survives"), "{rec}");
             assert_eq!(b.js("return document.querySelector('#lab-rec a.claimref').dataset.claim"), json!("alloc-conf-creates-no-memory"));
@@ -195,6 +212,40 @@ fn a_dropped_snapshot_replays_in_the_browser_as_the_cli_replays_it() {
     b.wait_text("#lab-status", |s| s.contains("memory snapshot"));
     b.click("#lab-run");
     b.wait_js("return !!document.querySelector('#lab-rec')");
+}
+
+/// The lab picks up where the calculator left off, in Portuguese: the card and what other programs
+/// hold come from the calculator, Macs (no CUDA allocator) are not offered, a size takes a decimal
+/// comma, and a file replays as soon as it is read, without the Replay button further down.
+#[test]
+fn the_lab_starts_from_the_calculators_card_and_replays_a_file_once_read() {
+    let tmp = TempDir::new("lab-card");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let lang = Lang::Pt;
+    b.goto(&format!("{}{}?kind=diffusion&model=sdxl", server.url, Route::Calculator.path(lang)));
+    b.wait_js("return document.getElementById('prerendered') === null && !!document.getElementById('c-card')");
+    b.js("const s = document.getElementById('c-card'); s.value = 'rtx-3060-12gb'; s.dispatchEvent(new Event('change', {bubbles: true})); return 1");
+    b.send_keys("#c-other", "1,5");
+    b.wait_js("return location.search.includes('other=1.5')");
+
+    b.goto(&format!("{}{}", server.url, Route::Allocator.path(lang)));
+    wait_app(&b);
+    assert_eq!(b.js("return document.getElementById('lab-my-card').value"), json!("rtx-3060-12gb"));
+    assert_eq!(b.js("return document.getElementById('lab-other').value"), json!("1,5"));
+    let apple = "return document.querySelectorAll('#lab-my-card option[value^=\"apple-\"], [id^=\"lab-gpu-apple-\"]').length";
+    assert_eq!(b.js(apple), json!(0), "Macs have no CUDA caching allocator");
+    assert!(loaded().dataset.gpus.iter().any(|g| g.id.starts_with("apple-")));
+
+    b.send_keys("#lab-sizes", "10,5GiB");
+    b.send_keys("#lab-file", &trace("image.pkl").to_string_lossy());
+    // No click: the replay starts once the file is read.
+    b.wait_js("return !!document.querySelector('#lab-rec')");
+    assert!(b.text("#lab-form-error").is_none());
+    let heads = b.js("return [...document.querySelectorAll('#lab-matrix thead th')].map(e => e.innerText)");
+    let heads: Vec<&str> = heads.as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(heads.iter().any(|h| h.contains("RTX 3060")), "{heads:?}");
+    assert!(heads.iter().any(|h| h.starts_with("10.5GiB")), "{heads:?}");
 }
 
 /// The lab's speed in Chromium (`cargo xtask lab-bench`; not part of `cargo xtask test`): a

@@ -38,10 +38,36 @@ pub struct Setting {
     pub own: bool,
 }
 
+/// Whether PyTorch's CUDA caching allocator (and so `PYTORCH_CUDA_ALLOC_CONF`) runs on the GPU:
+/// NVIDIA's, and AMD's under ROCm (claim `pytorch-rocm-same-caching-allocator`); not Apple's,
+/// where PyTorch uses its Metal allocator.
+pub fn cuda_allocator(g: &headroom_core::Gpu) -> bool {
+    g.vendor != headroom_core::Vendor::Apple
+}
+
+/// The sizes typed in the lab's field, one per entry: entries are separated by `;` or by a comma
+/// that is not between two digits, and a comma between two digits is a decimal comma
+/// (`10,5GiB, 12GiB` is 10.5 GiB and 12 GiB).
+pub fn split_sizes(s: &str) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        let between_digits = i > 0 && chars[i - 1].is_ascii_digit() && chars.get(i + 1).is_some_and(char::is_ascii_digit);
+        match c {
+            ',' if between_digits => cur.push('.'),
+            ',' | ';' => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.into_iter().map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect()
+}
+
 /// The catalog GPUs preselected for comparison: one per memory size among desktop and laptop
 /// cards (the cards people who hit "out of memory" have), smallest first, at most `n`.
 pub fn default_cards(ds: &headroom_core::Dataset, n: usize) -> Vec<String> {
-    let mut gpus: Vec<&headroom_core::Gpu> = ds.gpus.iter().filter(|g| matches!(g.segment, Segment::Desktop | Segment::Laptop)).collect();
+    let mut gpus: Vec<&headroom_core::Gpu> = ds.gpus.iter().filter(|g| matches!(g.segment, Segment::Desktop | Segment::Laptop) && cuda_allocator(g)).collect();
     headroom_core::sort_short_by(&mut gpus, |a, b| {
         a.memory_gb.partial_cmp(&b.memory_gb).unwrap().then((a.segment == Segment::Laptop).cmp(&(b.segment == Segment::Laptop))).then(a.name.cmp(&b.name))
     });
@@ -69,7 +95,25 @@ pub fn catalog_card(ds: &headroom_core::Dataset, id: &str, other: u64) -> Option
 /// The first setting (in the dataset's order: cheapest change first) that survives on card
 /// `col`, from the cells' outcomes (`cells[row * cols + col]`).
 pub fn first_that_survives(cells: &[Option<Value>], rows: usize, cols: usize, col: usize) -> Option<usize> {
-    (0..rows).find(|r| cells.get(r * cols + col).and_then(|c| c.as_ref()).is_some_and(|c| c["oom"] == false && c.get("error").is_none()))
+    (0..rows).find(|r| cells.get(r * cols + col).and_then(|c| c.as_ref()).is_some_and(survives))
+}
+
+fn survives(c: &Value) -> bool {
+    c["oom"] == false && c.get("error").is_none()
+}
+
+/// The setting to recommend on `card` (column `col`): the first that survives with at least
+/// `margin` bytes to spare (what a desktop and a browser commonly hold, claim
+/// `desktop-and-browser-hold-about-half-a-gib`), else the one that survives with the most to
+/// spare. A setting that only just survives is no answer while another keeps room.
+pub fn recommended(cells: &[Option<Value>], rows: usize, cols: usize, col: usize, card: &Card, margin: u64) -> Option<usize> {
+    let spare = |r: usize| -> Option<u64> {
+        let c = cells.get(r * cols + col)?.as_ref().filter(|c| survives(c))?;
+        Some(card.total.saturating_sub(card.taken).saturating_sub(c["peak_reserved"].as_u64().unwrap_or(0)))
+    };
+    (0..rows)
+        .find(|r| spare(*r).is_some_and(|s| s >= margin))
+        .or_else(|| (0..rows).filter_map(|r| spare(r).map(|s| (r, s))).max_by_key(|(r, s)| (*s, std::cmp::Reverse(*r))).map(|(r, _)| r))
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -98,10 +142,31 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
     let own_conf = RwSignal::new(String::new());
     let own_error: RwSignal<Option<String>> = RwSignal::new(None);
     let recoverable = RwSignal::new(String::new());
+    #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
+    let margin = headroom_core::fit::thin_margin_bytes(&ds).unwrap_or(0);
+    let auto_run = RwSignal::new(false);
     let my_card = RwSignal::new(default_cards(&ds, 1).into_iter().next().unwrap_or_default());
     let compare: RwSignal<Vec<String>> = RwSignal::new(default_cards(&ds, 8));
     let sizes = RwSignal::new(String::new());
     let other = RwSignal::new("0".to_string());
+    // The card the calculator remembers (what the reader chose there): their card here too, with
+    // what other programs hold; a size typed there is a size here.
+    #[cfg(feature = "csr")]
+    {
+        use gloo_storage::Storage;
+        if let Ok(Value::Object(saved)) = gloo_storage::LocalStorage::get::<Value>(crate::pages::calc::CARD_STORE) {
+            match saved.get("card").and_then(Value::as_str) {
+                Some(id) if ds.gpu(id).is_some_and(cuda_allocator) => my_card.set(id.to_string()),
+                Some(typed) if !typed.starts_with(headroom_core::fit::APPLE_SIZE_PREFIX) && crate::fmt::typed_number(typed).is_some() => {
+                    sizes.set(format!("{}GiB", typed.trim()))
+                }
+                _ => {}
+            }
+            if let Some(o) = saved.get("other").and_then(Value::as_f64).filter(|o| *o > 0.0) {
+                other.set(headroom_core::format::decimal(o, 1, lang));
+            }
+        }
+    }
     let form_error: RwSignal<Option<String>> = RwSignal::new(None);
 
     // The worker, started on first use (browser only).
@@ -148,7 +213,8 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
                     stage.set(Stage::Finished { total: cells.with_untracked(Vec::len), events, ms });
                     // The reader's card: show its cell under the recommended setting.
                     let (rows, cols) = grid.with_untracked(|(r, c)| (r.len(), c.len()));
-                    let row = cells.with_untracked(|c| first_that_survives(c, rows, cols, 0)).unwrap_or(0);
+                    let mine = grid.with_untracked(|(_, c)| c.first().cloned());
+                    let row = mine.and_then(|card| cells.with_untracked(|c| recommended(c, rows, cols, 0, &card, margin))).unwrap_or(0);
                     if cols > 0 && selected.get_untracked().is_none() {
                         selected.set(Some((row, 0)));
                     }
@@ -190,9 +256,12 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
 
     #[cfg(feature = "csr")]
     let load = move |f: web_sys::File| {
+        auto_run.set(true);
         file_name.set(f.name());
         error.set(None);
         summary.set(None);
+        // The last file's matrix goes with it (its cells are cleared now).
+        grid.set((Vec::new(), Vec::new()));
         cells.set(Vec::new());
         selected.set(None);
         detail.set(None);
@@ -231,7 +300,7 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
     };
 
     let ds_run = ds.clone();
-    let on_run = move |_| {
+    let run = Callback::new(move |()| {
         form_error.set(None);
         let lang_sizes = sizes.get_untracked();
         let other_bytes = match parse_gib(&other.get_untracked()) {
@@ -251,12 +320,12 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
             }
         }
         let context = headroom_core::fit::process_context(&ds_run, None).map(|c| c.0).unwrap_or(0);
-        for s in lang_sizes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            // The same reading of sizes as `probe replay --sweep --sizes`.
-            match headroom_alloc::sweep::parse_size(s) {
-                Ok(total) => cards.push(Card { label: s.to_string(), total, taken: context + other_bytes }),
+        for s in split_sizes(&lang_sizes) {
+            // The same reading of sizes as `probe replay --sweep --sizes`, with a decimal comma.
+            match headroom_alloc::sweep::parse_size(&s) {
+                Ok(total) => cards.push(Card { label: s.clone(), total, taken: context + other_bytes }),
                 Err(_) => {
-                    form_error.set(Some(fmt(lang, k::LAB_SIZE_INVALID, &[("size", s)])));
+                    form_error.set(Some(fmt(lang, k::LAB_SIZE_INVALID, &[("size", &s)])));
                     return;
                 }
             }
@@ -288,7 +357,16 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
         #[cfg(feature = "csr")]
         post(serde_json::json!({"type": "sweep", "run": run_id.get_untracked(), "cells": list}), None);
         let _ = list;
-    };
+    });
+    let on_run = move |_| run.run(());
+    // A file given (chosen or dropped) replays as soon as it is read, with the form as it stands:
+    // the Replay button is for a changed form.
+    Effect::new(move |_| {
+        if stage.get() == Stage::Ready && auto_run.get_untracked() && summary.with_untracked(Option::is_some) {
+            auto_run.set(false);
+            run.run(());
+        }
+    });
     let on_cancel = move |_| {
         #[cfg(feature = "csr")]
         post(serde_json::json!({"type": "cancel"}), None);
@@ -316,7 +394,7 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
     let has_trace = move || summary.with(Option::is_some);
     let running = move || matches!(stage.get(), Stage::Running { .. });
     let (context_bytes, context_from) = headroom_core::fit::process_context(&ds, None).unwrap_or((0, String::new()));
-    let mut gpus = ds.gpus.clone();
+    let mut gpus: Vec<headroom_core::Gpu> = ds.gpus.iter().filter(|g| cuda_allocator(g)).cloned().collect();
     headroom_core::sort_short_by(&mut gpus, |a, b| a.memory_gb.partial_cmp(&b.memory_gb).unwrap().then(a.name.cmp(&b.name)));
     let gpu_options = gpus.clone();
     let ds_view = ds.clone();
@@ -516,7 +594,10 @@ fn Results(
     let cols = cards.len();
     let rows = settings.len();
     let complete = cells.iter().all(Option::is_some);
-    let best = first_that_survives(&cells, rows, cols, 0);
+    let margin = headroom_core::fit::thin_margin_bytes(&ds).unwrap_or(0);
+    let best = cards.first().and_then(|card| recommended(&cells, rows, cols, 0, card, margin));
+    // Passed over for a setting that keeps room: the margin's claim says why.
+    let for_margin = best.is_some() && best != first_that_survives(&cells, rows, cols, 0);
     let recommendation = complete.then(|| {
         let card = cards[0].label.clone();
         match best {
@@ -534,7 +615,10 @@ fn Results(
         }
     });
     // Why: the claims about the setting; when none survives, that no setting creates memory.
-    let rec_claims: Vec<String> = best.map(|r| settings[r].claims.clone()).unwrap_or_else(|| vec!["alloc-conf-creates-no-memory".to_string()]);
+    let mut rec_claims: Vec<String> = best.map(|r| settings[r].claims.clone()).unwrap_or_else(|| vec!["alloc-conf-creates-no-memory".to_string()]);
+    if for_margin {
+        rec_claims.push(headroom_core::fit::THIN_MARGIN_CLAIM.to_string());
+    }
     let ds_claims = ds.clone();
     view! {
         <section id="lab-results">
@@ -555,7 +639,7 @@ fn Results(
                                 <tr data-conf=s.conf.clone()>
                                     <th scope="row"><code>{name}</code>{s.own.then(|| view! { " " <span class="muted">{t(lang, k::LAB_YOURS)}</span> })}</th>
                                     {(0..cols).map(|c| {
-                                        let cell = cells[r * cols + c].clone();
+                                        let cell = cells.get(r * cols + c).cloned().flatten();
                                         let card = cards[c].clone();
                                         let is_sel = move || selected.get() == Some((r, c));
                                         let (class, text, peaks) = cell_text(lang, cell.as_ref(), &card);
@@ -818,6 +902,28 @@ mod tests {
         assert_eq!(parse_gib("0"), Some(0));
         assert_eq!(parse_gib("0,5"), Some(1 << 29));
         assert_eq!(parse_gib("-1"), None);
+    }
+
+    #[test]
+    fn sizes_take_a_decimal_comma_and_commas_or_semicolons_between_them() {
+        assert_eq!(split_sizes("10,5GiB"), ["10.5GiB"]);
+        assert_eq!(split_sizes("10,5GiB, 12GiB"), ["10.5GiB", "12GiB"]);
+        assert_eq!(split_sizes("10GiB,12GiB;8,25 GiB"), ["10GiB", "12GiB", "8.25 GiB"]);
+        assert_eq!(split_sizes(" , "), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_recommendation_keeps_room_when_a_setting_does() {
+        let card = Card { label: "c".into(), total: 10 << 30, taken: 0 };
+        let cell = |reserved: u64| Some(serde_json::json!({"oom": false, "peak_reserved": reserved}));
+        let oom = Some(serde_json::json!({"oom": true}));
+        let margin = 1 << 29;
+        // The first survives with 34 MiB, the third with 458 MiB, the fourth with a whole GiB.
+        let cells = vec![oom.clone(), cell((10 << 30) - (34 << 20)), cell((10 << 30) - (458 << 20)), cell(9 << 30)];
+        assert_eq!(recommended(&cells, 4, 1, 0, &card, margin), Some(3));
+        // None keeps the margin: the most to spare.
+        assert_eq!(recommended(&cells[..3], 3, 1, 0, &card, margin), Some(2));
+        assert_eq!(recommended(&[oom.clone()], 1, 1, 0, &card, margin), None);
     }
 
     #[test]

@@ -477,6 +477,11 @@ fn unified_limit_bytes(ds: &Dataset, memory_gb: f64) -> Result<u64, String> {
 /// a close call on such a machine.
 pub const THIN_MARGIN_CLAIM: &str = "desktop-and-browser-hold-about-half-a-gib";
 
+/// [`THIN_MARGIN_CLAIM`]'s bytes (the allocator lab recommends a setting that keeps them).
+pub fn thin_margin_bytes(ds: &Dataset) -> Option<u64> {
+    claim_number(ds, THIN_MARGIN_CLAIM).ok().map(|b| b as u64)
+}
+
 /// A note when `v` fits with less to spare than [`THIN_MARGIN_CLAIM`]'s bytes: how much is spare,
 /// that margin, and what other processes were already counted.
 pub fn thin_margin(ds: &Dataset, v: &Verdict) -> Option<Note> {
