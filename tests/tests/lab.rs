@@ -171,9 +171,20 @@ fn a_dropped_snapshot_replays_in_the_browser_as_the_cli_replays_it() {
     b.js("document.querySelector('#lab-run').click(); setTimeout(() => document.querySelector('#lab-cancel').click(), 0); return 1");
     b.wait_text("#lab-status", |s| s.contains("Cancelled after"));
 
-    // A phone: nothing wider than the screen but the matrix's own scroller.
+    // A phone: nothing wider than the screen but the matrix's own scroller, and no setting's name
+    // broken inside a word (a line may end after `_`, `:` or `,`).
     b.resize(390, 844);
     assert_eq!(b.js("return document.documentElement.scrollWidth <= window.innerWidth"), json!(true));
+    let broken = b.js("const out = []; for (const code of document.querySelectorAll('#lab-matrix tbody th code')) { \
+         const w = document.createTreeWalker(code, NodeFilter.SHOW_TEXT); let n; while ((n = w.nextNode())) { \
+         const re = /[A-Za-z0-9]{2,}/g; let m; while ((m = re.exec(n.data))) { const r = document.createRange(); \
+         r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length); const rects = [...r.getClientRects()].filter(x => x.width > 0); \
+         if (rects.length > 1 && Math.abs(rects[0].top - rects[rects.length - 1].top) > 2) out.push(m[0]); } } } return out;");
+    assert_eq!(broken, json!([]), "setting names broken inside a word on a phone");
+    let wrapped = b.js(
+        "return [...document.querySelectorAll('#lab-matrix tbody th code')].some(c => c.getClientRects().length > 1 || c.getBoundingClientRect().height > 30)",
+    );
+    assert_eq!(wrapped, json!(true), "some long setting wraps at a phone's width (else this check proves nothing)");
 
     // Every language, from the prerendered page and the app.
     for lang in Lang::ALL {

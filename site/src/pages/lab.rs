@@ -637,7 +637,7 @@ fn Results(
                             let name = if s.conf.is_empty() { t(lang, k::LAB_DEFAULT).to_string() } else { s.conf.clone() };
                             view! {
                                 <tr data-conf=s.conf.clone()>
-                                    <th scope="row"><code>{name}</code>{s.own.then(|| view! { " " <span class="muted">{t(lang, k::LAB_YOURS)}</span> })}</th>
+                                    <th scope="row"><code>{crate::ui::breakable(&name)}</code>{s.own.then(|| view! { " " <span class="muted">{t(lang, k::LAB_YOURS)}</span> })}</th>
                                     {(0..cols).map(|c| {
                                         let cell = cells.get(r * cols + c).cloned().flatten();
                                         let card = cards[c].clone();
