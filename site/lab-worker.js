@@ -38,7 +38,7 @@ self.onmessage = async (event) => {
       const started = performance.now();
       for (let i = 0; i < m.cells.length; i++) {
         const c = m.cells[i];
-        const json = lab.cell(c.conf, c.total, c.taken);
+        const json = lab.cell(c.conf, c.total, c.taken, c.fraction || 0);
         self.postMessage({ type: "cell", run: m.run, index: i, json, ms: performance.now() - started });
         // Let a cancel (or a newer sweep) in between cells.
         await nextTask();
@@ -48,7 +48,7 @@ self.onmessage = async (event) => {
     } else if (m.type === "cancel") {
       current++;
     } else if (m.type === "detail") {
-      self.postMessage({ type: "detail", key: m.key, json: lab.detail(m.conf, m.total, m.taken, m.points) });
+      self.postMessage({ type: "detail", key: m.key, json: lab.detail(m.conf, m.total, m.taken, m.fraction || 0, m.points) });
     } else if (m.type === "check") {
       self.postMessage({ type: "check", conf: m.conf, error: check_conf(m.conf) });
     }

@@ -259,6 +259,56 @@ fn the_lab_starts_from_the_calculators_card_and_replays_a_file_once_read() {
     assert!(heads.iter().any(|h| h.starts_with("10.5GiB")), "{heads:?}");
 }
 
+/// Garbage collection only acts under a memory fraction, in Italian: the same setting on the same
+/// 8 GiB card reserves less at the peak once a fraction is given, as `probe replay
+/// --memory-fraction` says; a fraction out of range is refused with a message.
+#[test]
+fn a_memory_fraction_lets_the_garbage_collection_settings_act() {
+    let tmp = TempDir::new("lab-fraction");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let lang = Lang::It;
+    b.goto(&format!("{}{}", server.url, Route::Allocator.path(lang)));
+    wait_app(&b);
+    // Only the typed size: no catalog card to compare.
+    b.js("for (const c of document.querySelectorAll('[id^=\"lab-gpu-\"]')) if (c.checked) c.click(); return 1");
+    b.send_keys("#lab-sizes", "8GiB");
+    let conf = "max_split_size_mb:128,garbage_collection_threshold:0.85";
+    let reserved = |b: &Browser| -> Option<u64> {
+        let m = matrix(b);
+        let row = m.as_array()?.iter().find(|r| r["conf"] == conf)?.clone();
+        row["cells"].as_array()?.last()?["reserved"].as_str()?.parse().ok()
+    };
+    b.send_keys("#lab-file", &trace("transformer.pkl").to_string_lossy());
+    b.wait_js("return !!document.querySelector('#lab-rec')");
+    let without = reserved(&b).expect("the GC setting's cell on 8 GiB");
+    b.send_keys("#lab-fraction", "1,5");
+    b.click("#lab-run");
+    let refused = b.wait_text("#lab-form-error", |_| true);
+    assert!(refused.contains("1,5"), "{refused}");
+    b.js("const i = document.querySelector('#lab-fraction'); i.value = ''; i.dispatchEvent(new Event('input', {bubbles: true})); return 1");
+    b.send_keys("#lab-fraction", "0,85");
+    b.click("#lab-run");
+    b.wait_js(&format!("return !!document.querySelector('#lab-rec') && !document.querySelector('#lab-form-error') && [...document.querySelectorAll('#lab-matrix tbody tr')].some(tr => tr.dataset.conf === '{conf}' && [...tr.querySelectorAll('td')].pop().dataset.reserved !== '{without}')"));
+    let with = reserved(&b).unwrap();
+    assert!(with < without, "garbage collection acts under the fraction: {with} vs {without}");
+    // The CLI, on the same card (the lab counts the process's context as taken before the trace).
+    let ds = &loaded().dataset;
+    let context = headroom_core::fit::process_context(ds, None).unwrap().0;
+    let total = 8u64 << 30;
+    let run = |fraction: Option<&str>| -> u64 {
+        let mut args = vec!["replay".to_string(), trace("transformer.pkl").to_string_lossy().into_owned(), "--json".into(), "--conf".into(), conf.into()];
+        args.extend(["--device-total".into(), total.to_string(), "--device-free".into(), (total - context).to_string()]);
+        if let Some(f) = fraction {
+            args.extend(["--memory-fraction".into(), f.into()]);
+        }
+        let out = Command::new(bin("probe", "probe")).args(&args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["peak_reserved"].as_u64().unwrap()
+    };
+    assert_eq!((without, with), (run(None), run(Some("0.85"))));
+}
+
 /// The lab's speed in Chromium (`cargo xtask lab-bench`; not part of `cargo xtask test`): a
 /// snapshot of a million entries (`alloc/fidelity/scale_snapshot.py`: the real image workload
 /// repeated, written by Python's pickle) read and parsed in the worker, then swept over every

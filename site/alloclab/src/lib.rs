@@ -55,16 +55,17 @@ impl Lab {
     }
 
     /// One replay: `conf` as PYTORCH_CUDA_ALLOC_CONF, on a device of `total` bytes of which
-    /// `taken` are held before the trace starts.
-    pub fn cell(&self, conf: &str, total: f64, taken: f64) -> String {
-        self.cell_value(conf, total as u64, taken as u64).to_string()
+    /// `taken` are held before the trace starts; `fraction` above 0: as
+    /// `torch.cuda.set_per_process_memory_fraction(fraction)` (0: never called).
+    pub fn cell(&self, conf: &str, total: f64, taken: f64, fraction: f64) -> String {
+        self.cell_value(conf, total as u64, taken as u64, fraction).to_string()
     }
 
     /// One replay in detail: memory over time in about `points` points, the segments at the peak
     /// and, if it runs out, the failing allocation's stack frames (snapshots recorded with
     /// stacks).
-    pub fn detail(&self, conf: &str, total: f64, taken: f64, points: u32) -> String {
-        self.detail_value(conf, total as u64, taken as u64, points as usize).to_string()
+    pub fn detail(&self, conf: &str, total: f64, taken: f64, fraction: f64, points: u32) -> String {
+        self.detail_value(conf, total as u64, taken as u64, fraction, points as usize).to_string()
     }
 }
 
@@ -122,27 +123,31 @@ impl Lab {
         }
     }
 
-    fn options(conf: &str, total: u64, taken: u64) -> Result<Options, Value> {
+    fn options(conf: &str, total: u64, taken: u64, fraction: f64) -> Result<Options, Value> {
         let c = config::parse(conf).map_err(|e| json!({"error": e.to_string()}))?;
         if taken >= total {
             return Err(json!({"error": "other processes hold the whole card"}));
         }
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(json!({"error": "the memory fraction must be between 0 and 1"}));
+        }
         let mut o = Options::new(c, total);
         o.device_free = Some(total - taken);
+        o.memory_fraction = (fraction > 0.0).then_some(fraction);
         Ok(o)
     }
 
-    pub fn cell_value(&self, conf: &str, total: u64, taken: u64) -> Value {
+    pub fn cell_value(&self, conf: &str, total: u64, taken: u64, fraction: f64) -> Value {
         let Some(t) = &self.trace else { return json!({"error": "no trace"}) };
-        match Self::options(conf, total, taken) {
+        match Self::options(conf, total, taken, fraction) {
             Ok(o) => outcome_json(&replay(t, &o)),
             Err(e) => e,
         }
     }
 
-    pub fn detail_value(&self, conf: &str, total: u64, taken: u64, points: usize) -> Value {
+    pub fn detail_value(&self, conf: &str, total: u64, taken: u64, fraction: f64, points: usize) -> Value {
         let Some(t) = &self.trace else { return json!({"error": "no trace"}) };
-        let o = match Self::options(conf, total, taken) {
+        let o = match Self::options(conf, total, taken, fraction) {
             Ok(o) => o,
             Err(e) => return e,
         };
@@ -209,19 +214,32 @@ mod tests {
         assert_eq!(s["format"], "snapshot", "{s}");
         assert!(s["recoverable"].as_u64().unwrap() > 0, "cuDNN's workspaces are recognised: {s}");
         let four = 4u64 << 30;
-        let c = l.cell_value("", four, 512 << 20);
+        let c = l.cell_value("", four, 512 << 20, 0.0);
         assert_eq!(c["oom"], true);
         assert_eq!(c["oom_at"], 15860, "as `probe replay --sweep` says for a 4 GB card");
-        let d = l.detail_value("", four, 512 << 20, 300);
+        let d = l.detail_value("", four, 512 << 20, 0.0, 300);
         assert_eq!(d["outcome"]["oom_at"], 15860);
         assert!(d["points"].as_array().unwrap().len() <= 300);
         assert!(!d["segments"].as_array().unwrap().is_empty());
         let frames = d["frames"].as_array().unwrap();
         assert!(frames.iter().any(|f| f["filename"].as_str().unwrap().ends_with(".py")), "{frames:?}");
-        let e = l.cell_value("expandable_segments:true", four, 0);
+        let e = l.cell_value("expandable_segments:true", four, 0, 0.0);
         assert!(e["error"].as_str().unwrap().contains("'True' or 'False'"), "{e}");
         assert_eq!(check_conf("max_split_size_mb:10").contains(">= 20"), true);
         assert_eq!(check_conf("expandable_segments:True"), "");
+    }
+
+    #[test]
+    fn a_memory_fraction_turns_garbage_collection_on_as_in_the_cli() {
+        // `probe replay transformer.pkl --device-total 8589934592 --conf C [--memory-fraction
+        // 0.85]`: 8520728576 bytes reserved at the peak without the fraction (garbage collection
+        // off), 6371147776 with it.
+        let mut l = lab("transformer.pkl");
+        assert_eq!(l.parse_value("")["format"], "snapshot");
+        let (conf, eight) = ("max_split_size_mb:128,garbage_collection_threshold:0.85", 8u64 << 30);
+        assert_eq!(l.cell_value(conf, eight, 0, 0.0)["peak_reserved"], 8520728576u64);
+        assert_eq!(l.cell_value(conf, eight, 0, 0.85)["peak_reserved"], 6371147776u64);
+        assert!(l.cell_value(conf, eight, 0, 1.5)["error"].as_str().unwrap().contains("between 0 and 1"));
     }
 
     #[test]
@@ -234,7 +252,7 @@ mod tests {
         let s = l.parse_value("\n12GiB\n");
         assert_eq!(s["format"], "json", "{s}");
         assert!(l.parse_value("0.5.5GiB")["error"].as_str().unwrap().contains("--recoverable"));
-        assert!(Lab::new(0.0).cell_value("", 1 << 30, 0)["error"] == "no trace");
+        assert!(Lab::new(0.0).cell_value("", 1 << 30, 0, 0.0)["error"] == "no trace");
         // A file larger than the address space: a clear error, not an abort.
         let mut huge = Lab::new(1e30);
         huge.push(b"\x80\x04");

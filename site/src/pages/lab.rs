@@ -145,10 +145,14 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
     #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
     let margin = headroom_core::fit::thin_margin_bytes(&ds).unwrap_or(0);
     let auto_run = RwSignal::new(false);
+    // The fraction the matrix on screen was replayed with (its details use the same).
+    let used_fraction = RwSignal::new(0.0f64);
     let my_card = RwSignal::new(default_cards(&ds, 1).into_iter().next().unwrap_or_default());
     let compare: RwSignal<Vec<String>> = RwSignal::new(default_cards(&ds, 8));
     let sizes = RwSignal::new(String::new());
     let other = RwSignal::new("0".to_string());
+    // torch.cuda.set_per_process_memory_fraction, as typed (empty: never called).
+    let fraction = RwSignal::new(String::new());
     // The card the calculator remembers (what the reader chose there): their card here too, with
     // what other programs hold; a size typed there is a size here.
     #[cfg(feature = "csr")]
@@ -310,6 +314,14 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
                 return;
             }
         };
+        let typed_fraction = fraction.get_untracked();
+        let memory_fraction = match parse_fraction(&typed_fraction) {
+            Some(f) => f,
+            None => {
+                form_error.set(Some(fmt(lang, k::LAB_FRACTION_INVALID, &[("fraction", typed_fraction.trim())])));
+                return;
+            }
+        };
         let mut cards: Vec<Card> = Vec::new();
         let mine = my_card.get_untracked();
         let mut ids = vec![mine.clone()];
@@ -345,10 +357,13 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
         }
         let list: Vec<Value> = settings
             .iter()
-            .flat_map(|s| cards.iter().map(move |c| serde_json::json!({"conf": s.conf, "total": c.total as f64, "taken": c.taken as f64})))
+            .flat_map(|s| {
+                cards.iter().map(move |c| serde_json::json!({"conf": s.conf, "total": c.total as f64, "taken": c.taken as f64, "fraction": memory_fraction}))
+            })
             .collect();
         let n = list.len();
         run_id.update(|r| *r += 1);
+        used_fraction.set(memory_fraction);
         cells.set(vec![None; n]);
         grid.set((settings, cards));
         selected.set(None);
@@ -385,7 +400,7 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
         let Some((conf, card)) = grid.with_untracked(|(s, cs)| Some((s.get(r)?.conf.clone(), cs.get(c)?.clone()))) else { return };
         #[cfg(feature = "csr")]
         post(
-            serde_json::json!({"type": "detail", "key": r * 1000 + c, "conf": conf, "total": card.total as f64, "taken": card.taken as f64, "points": 600}),
+            serde_json::json!({"type": "detail", "key": r * 1000 + c, "conf": conf, "total": card.total as f64, "taken": card.taken as f64, "fraction": used_fraction.get_untracked(), "points": 600}),
             None,
         );
         let _ = (conf, card);
@@ -457,6 +472,11 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
             <div class="field">
                 <label for="lab-other">{t(lang, k::LAB_OTHER)}</label>
                 <input id="lab-other" type="text" inputmode="decimal" prop:value=move || other.get() on:input=move |ev| other.set(event_target_value(&ev)) />
+            </div>
+            <div class="field">
+                <label for="lab-fraction">{crate::ui::breakable(t(lang, k::LAB_FRACTION))}</label>
+                <input id="lab-fraction" type="text" inputmode="decimal" placeholder="0.8" aria-describedby="lab-fraction-hint" prop:value=move || fraction.get() on:input=move |ev| fraction.set(event_target_value(&ev)) />
+                <p class="muted" id="lab-fraction-hint">{crate::ui::breakable(t(lang, k::LAB_FRACTION_HINT))}" "<ClaimRef lang=lang ds=ds.clone() id="gc-threshold-needs-memory-fraction".to_string() /></p>
             </div>
             <p class="muted" id="lab-context">
                 {fmt(lang, k::LAB_CONTEXT_NOTE, &[("size", &size(context_bytes, lang))])}" "
@@ -573,6 +593,15 @@ fn progress_value(stage: &Stage) -> f64 {
         Stage::Running { done, total, .. } if *total > 0 => *done as f64 / *total as f64,
         _ => 0.0,
     }
+}
+
+/// A memory fraction as typed (`0.8`, `0,8`): `Some(0.0)` when empty (never set), `None` unless
+/// above 0 and at most 1.
+pub fn parse_fraction(s: &str) -> Option<f64> {
+    if s.trim().is_empty() {
+        return Some(0.0);
+    }
+    crate::fmt::typed_number(s).filter(|f| *f > 0.0 && *f <= 1.0)
 }
 
 /// GiB as typed (`0`, `1.5`, `1,5`); `None` for anything else.
@@ -902,6 +931,16 @@ mod tests {
         assert_eq!(parse_gib("0"), Some(0));
         assert_eq!(parse_gib("0,5"), Some(1 << 29));
         assert_eq!(parse_gib("-1"), None);
+    }
+
+    #[test]
+    fn a_memory_fraction_is_between_0_and_1_or_not_set() {
+        assert_eq!(parse_fraction(""), Some(0.0));
+        assert_eq!(parse_fraction("0,85"), Some(0.85));
+        assert_eq!(parse_fraction("1"), Some(1.0));
+        for bad in ["0", "1.2", "-0.5", "abc"] {
+            assert_eq!(parse_fraction(bad), None, "{bad}");
+        }
     }
 
     #[test]
