@@ -63,6 +63,25 @@ fn vllm_and_transformers_take_their_arguments() {
     assert_eq!(setup(&ds, &w, &[]).unwrap().command, "AutoModelForCausalLM.from_pretrained(\"Qwen/Qwen3-8B\", dtype=torch.bfloat16)");
 }
 
+/// The reader's own model: the commands name it by its Hub id, never `hf:…`, a config or JSON.
+#[test]
+fn an_own_model_is_named_by_its_hub_id() {
+    let ds = dataset();
+    let config = json!({"model_type": "qwen3", "num_hidden_layers": 36, "hidden_size": 4096, "intermediate_size": 12288, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"});
+    for (name, want) in [(json!("Qwen/Qwen3-8B"), "Qwen/Qwen3-8B"), (json!("hf:Qwen/Qwen3-8B"), "Qwen/Qwen3-8B"), (json!(null), "model")] {
+        let mut model = json!({"hf_config": config});
+        if !name.is_null() {
+            model["name"] = name.clone();
+        }
+        let w = json!({"kind":"llm-inference","engine":"vllm","model":model,"weights":"bf16","context":8192,"batch":1});
+        let c = setup(&ds, &w, &[]).unwrap().command;
+        assert!(c.starts_with(&format!("vllm serve {want} ")), "{name}: {c}");
+        let w = json!({"kind":"llm-inference","engine":"transformers","model":model,"weights":"bf16","context":8192,"batch":1});
+        let c = setup(&ds, &w, &[]).unwrap().command;
+        assert_eq!(c, format!("AutoModelForCausalLM.from_pretrained(\"{want}\", dtype=torch.bfloat16)"), "{name}");
+    }
+}
+
 #[test]
 fn a_levers_fields_get_only_their_own_settings_each_with_its_claims() {
     let ds = dataset();

@@ -79,7 +79,13 @@ pub fn compute(ds: &headroom_core::Dataset, lang: Lang, state: &State, hub: &Hub
     if let Some(id) = w.get("model").and_then(Value::as_str).and_then(|m| m.strip_prefix(HUB_PREFIX)).map(str::to_string) {
         match hub.get(&id) {
             Some(Ok(model)) => {
-                w.insert("model".into(), model.clone());
+                // Named by its Hub id (not the config's `_name_or_path`, often a local path):
+                // what from_pretrained and vllm serve take.
+                let mut model = model.clone();
+                if let Some(o) = model.as_object_mut() {
+                    o.insert("name".into(), json!(id));
+                }
+                w.insert("model".into(), model);
             }
             Some(Err(e)) => return Err(NoResult::Hub(id, e.clone())),
             None => return Err(NoResult::Loading),

@@ -86,7 +86,9 @@ fn variable(ds: &Dataset, w: &Map<String, Value>, before: Option<&Map<String, Va
         "tensor_split" => (shares.len() > 1).then(|| shares.iter().map(|s| plain(*s)).collect::<Vec<_>>().join(",")),
         "repo" => Some(match model {
             Some(m) => m.repo.clone().or_else(|| m.source.url.as_deref().and_then(hf_repo)).unwrap_or_else(|| m.id.clone()),
-            None => w.get("model").map(text).unwrap_or_default(),
+            // The reader's own model: its name (the calculator names a Hub model by its id), as
+            // from_pretrained and vllm serve take it; a model described by hand has none to give.
+            None => own_model_repo(w.get("model")?),
         }),
         "gguf" => {
             let name = model.map(|m| m.name.replace(' ', "-")).unwrap_or_else(|| "model".into());
@@ -94,6 +96,19 @@ fn variable(ds: &Dataset, w: &Map<String, Value>, before: Option<&Map<String, Va
         }
         _ => w.get(name).filter(|v| !v.is_null()).map(text),
     }
+}
+
+/// What the commands name the reader's own model by: a Hub id (`hf:org/name` or `org/name`), or
+/// a model object's `name`; "model" for one described by hand with no name.
+fn own_model_repo(model: &Value) -> String {
+    let name = match model {
+        Value::Object(o) => o.get("name").and_then(Value::as_str).unwrap_or(""),
+        Value::String(s) => s.as_str(),
+        _ => "",
+    };
+    let name = name.trim();
+    let name = name.strip_prefix("hf:").unwrap_or(name);
+    if name.is_empty() { "model".into() } else { name.to_string() }
 }
 
 /// `https://huggingface.co/org/name/blob/main/config.json` → `org/name`.
