@@ -11,7 +11,7 @@ use headroom_core::modelfile::describe::{model_object, torch_dtype_format};
 use serde_json::{Value, json};
 
 /// State values of `model` that name a Hugging Face repository: `hf:organization/name`.
-pub const HUB_PREFIX: &str = "hf:";
+pub use headroom_core::hf::HUB_PREFIX;
 
 /// localStorage key of the Hub's base address (tests point it at a local server).
 pub const HUB_BASE_KEY: &str = "headroom.hub";

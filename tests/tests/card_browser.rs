@@ -518,6 +518,8 @@ fn a_mac_typed_by_its_size_is_unified_memory_without_cuda_words_or_ram_levers() 
         assert_eq!(levers, mac.levers.iter().map(|l| l.lever.as_str()).collect::<Vec<_>>());
         assert!(!levers.iter().any(|l| l.starts_with("gpu_layers") || l.starts_with("cpu_moe_layers")), "{levers:?}");
         assert_eq!(b.js("return document.getElementById('c-card-size').value"), json!("32"));
+        // One GPU whose memory is the system's: no second card and no system RAM to ask for.
+        assert_eq!(b.js("return !document.getElementById('c-cards') && !document.getElementById('c-ram')"), json!(true));
         no_english(&b, lang);
         // Unticked: 32 GiB of VRAM again, with the CUDA context named as such.
         b.click("#c-card-apple");

@@ -61,7 +61,7 @@ fn bench(c: &mut Criterion) {
     ))
     .unwrap();
     for (label, w) in ["config.json model, transformers", "catalog model, Ollama", "training", "video diffusion"].iter().zip(&searches) {
-        c.bench_function(&format!("all answers for an 8 GiB card: {label}"), |b| b.iter(|| answers(&ds, std::hint::black_box(w), budget).unwrap()));
+        c.bench_function(&format!("all answers for an 8 GiB card: {label}"), |b| b.iter(|| answers(&ds, std::hint::black_box(w), budget, false).unwrap()));
     }
     // The plan search where it works hardest: workloads far over a 12 GiB card.
     let card = Card::parse(&ds, "rtx-3060-12gb", 0.0).unwrap();

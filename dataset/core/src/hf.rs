@@ -15,6 +15,9 @@ use serde_json::{Map, Value};
 
 use crate::{Attention, Llm, Source, SourceKind};
 
+/// How the calculator's state names a Hugging Face model by its id (`hf:org/name`).
+pub const HUB_PREFIX: &str = "hf:";
+
 /// The `model_type`s this module reads, with a word on what each adds to the Llama layout.
 pub const MODEL_TYPES: &[(&str, &str)] = &[
     ("llama", "Llama layout: grouped-query attention, gated MLP, two RMS norms per block"),

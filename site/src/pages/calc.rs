@@ -1419,6 +1419,18 @@ fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, 
     // A Mac typed by its memory size: `apple:32` (unified memory, judged as the catalog's Macs).
     use headroom_core::fit::APPLE_SIZE_PREFIX;
     let apple_mode = RwSignal::new(state.with_untracked(|s| s.get("card").and_then(Value::as_str).is_some_and(|c| c.starts_with(APPLE_SIZE_PREFIX))));
+    // A Mac (catalog or typed): one GPU, and its memory is the system's, so neither a second card
+    // nor the system RAM is asked for.
+    let on_a_mac = {
+        let ds = ds.clone();
+        Memo::new(move |_| {
+            state.with(|s| {
+                s.get("card")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| c.starts_with(APPLE_SIZE_PREFIX) || ds.gpu(c).is_some_and(|g| g.vendor == headroom_core::Vendor::Apple))
+            })
+        })
+    };
     let typed_size = move || {
         state.with(|s| {
             s.get("card").filter(|v| !v.as_str().is_some_and(|x| ds.gpu(x).is_some())).map(|v| match v.as_str() {
@@ -1543,7 +1555,7 @@ fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, 
                     {t(lang, k::CALC_CARD_SIZE_APPLE)}
                 </label>
             }})}
-            {move || state.with(headroom_core::fit::form::offers_more_cards).then(|| { let cards = cards3.clone(); view! {
+            {move || (state.with(headroom_core::fit::form::offers_more_cards) && !on_a_mac.get()).then(|| { let cards = cards3.clone(); view! {
                 <div class="field">
                     <label for="c-cards">{t(lang, k::CALC_CARDS)}</label>
                     <select id="c-cards" aria-describedby="c-cards-hint" prop:value=move || state.with(|s| s.get("cards").and_then(|c| c.as_str()).unwrap_or("").to_string()) on:change=move |ev| {
@@ -1567,7 +1579,7 @@ fn CardPicker(lang: Lang, ds: Data, state: RwSignal<State>, cards: Vec<(String, 
                     set("other", parse_decimal(&v).filter(|x| *x > 0.0).map(|x| json!(x)));
                 } />
             </div>
-            {move || (state.with(|s| s.contains_key("ram")) || result.with(|r| r.as_ref().is_ok_and(|f| f.host_bytes > 0))).then(|| view! {
+            {move || (state.with(|s| s.contains_key("ram")) || (!on_a_mac.get() && result.with(|r| r.as_ref().is_ok_and(|f| f.host_bytes > 0)))).then(|| view! {
                 <div class="field">
                     <label for="c-ram">{t(lang, k::CALC_RAM)}</label>
                     <input node_ref=ram_node id="c-ram" type="text" inputmode="decimal" autocomplete="off" aria-describedby="c-ram-hint" prop:value=move || node_number_text(ram_node, state.with(|s| s.get("ram").cloned())) on:input=move |ev| {

@@ -490,7 +490,7 @@ pub fn thin_margin(ds: &Dataset, v: &Verdict) -> Option<Note> {
 
 /// [`thin_margin`] for a spare of `spare_bytes` (a plan's, say) with `other_bytes` already counted.
 pub fn thin_margin_of(ds: &Dataset, spare_bytes: i64, other_bytes: u64) -> Option<Note> {
-    let margin = claim_number(ds, THIN_MARGIN_CLAIM).ok()? as i64;
+    let margin = thin_margin_bytes(ds)? as i64;
     if !(0..margin).contains(&spare_bytes) {
         return None;
     }

@@ -107,7 +107,7 @@ fn own_model_repo(model: &Value) -> String {
         _ => "",
     };
     let name = name.trim();
-    let name = name.strip_prefix("hf:").unwrap_or(name);
+    let name = name.strip_prefix(crate::hf::HUB_PREFIX).unwrap_or(name);
     if name.is_empty() { "model".into() } else { name.to_string() }
 }
 
