@@ -156,6 +156,20 @@ impl TestDb {
         };
         assert_eq!(changed, 1, "no submission {id}");
     }
+
+    /// PostgreSQL ends every session on this test's database (`pg_terminate_backend`, what an
+    /// administrator, a failover or an idle timeout does); returns how many it ended.
+    pub fn end_sessions(&self) -> i64 {
+        let TestDb::Postgres { admin, name, .. } = self else { panic!("only PostgreSQL has sessions to end") };
+        let mut c = postgres::Client::connect(admin, postgres::NoTls).unwrap();
+        let row = c
+            .query_one(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()) t",
+                &[name],
+            )
+            .unwrap();
+        row.get(0)
+    }
 }
 
 impl Drop for TestDb {

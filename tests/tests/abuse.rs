@@ -5,10 +5,14 @@
 //! Content-Type, a foreign Origin); (c) behind a reverse proxy every client shares one address;
 //! (d) `/health` says `ok` while writes fail; (e) a 256-byte path segment answers 500; (f)
 //! duplicate JSON keys accepted (last wins); (g) stored numbers differ from what was sent, and
-//! `35` / `35.0` are two documents.
+//! `35` / `35.0` are two documents; and from issue 40: (h) a client's own `Forwarded` header
+//! believed behind a proxy that sets `X-Forwarded-For`; (i) many addresses of one network, or many
+//! networks, holding every connection; (j) DNS rebinding past the Origin check; (k) `%zz` answered
+//! with an empty 500; (l) the deployment recipe's secret command.
 //!
 //! Clients that must look like different machines bind to other loopback addresses (127.0.0.2,
-//! 127.0.0.3: the whole 127/8 block is local on Linux).
+//! 127.0.0.3: the whole 127/8 block is local on Linux); different networks are other /24s
+//! (127.0.1.2, 127.0.2.2).
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -122,7 +126,7 @@ fn slow_readers(to: SocketAddr, from: IpAddr, n: usize, path: &str) -> Vec<std::
             let Ok(stream) = s.connect(to).await else { continue };
             let mut std = stream.into_std().unwrap();
             std.set_nonblocking(false).unwrap();
-            let _ = std.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+            let _ = std.write_all(format!("GET {path} HTTP/1.1\r\nHost: {to}\r\n\r\n").as_bytes());
             out.push(std);
         }
         out
@@ -149,7 +153,8 @@ fn one_client_holding_slow_reads_cannot_starve_others() {
     let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "0", "--write-timeout", &WRITE_TIMEOUT.as_secs().to_string()]);
     // A file far larger than any socket buffer.
     std::fs::write(server.site.path().join("big.bin"), vec![7u8; 24 << 20]).unwrap();
-    let abuser: IpAddr = "127.0.0.2".parse().unwrap();
+    // Another network than the test's own requests (127.0.0.1): the cap is per /24.
+    let abuser: IpAddr = "127.0.1.2".parse().unwrap();
     // More connections than the server serves at once, all from one address, none reading. No
     // write of the server can have stalled before this moment.
     let opened = Instant::now();
@@ -217,9 +222,13 @@ fn posts_must_be_json_and_not_from_a_foreign_origin() {
     assert_eq!((a.status, a.json["error"].as_str()), (403, Some("forbidden_origin")), "{}", a.raw);
     let a = post(&server.submissions(), &body, &[("content-type", "application/json"), ("origin", "null")]);
     assert_eq!(a.status, 403, "{}", a.raw);
-    // The site itself, and clients that send no Origin (the probe, curl), are served.
+    // The site never calls the API from a page, so even its own origin is refused (a page that
+    // DNS rebinding put on this server's address would send exactly that). Clients that send no
+    // Origin (the probe, curl) are served.
     let own = server.url.clone();
     let a = post(&server.submissions(), &body, &[("content-type", "application/json"), ("origin", own.as_str())]);
+    assert_eq!((a.status, a.json["error"].as_str()), (403, Some("forbidden_origin")), "{}", a.raw);
+    let a = post_json(&server.submissions(), &body);
     assert_eq!(a.status, 201, "{}", a.raw);
     let a = post_json(&server.submissions(), &serde_json::to_vec(&report(2, 2)).unwrap());
     assert_eq!(a.status, 201, "{}", a.raw);
@@ -234,7 +243,8 @@ fn posts_must_be_json_and_not_from_a_foreign_origin() {
 
 fn post_via(server: &Ingest, from: IpAddr, forwarded_for: &str, body: &[u8]) -> u16 {
     let request = format!(
-        "POST /api/v1/submissions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Forwarded-For: {forwarded_for}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        "POST /api/v1/submissions HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nX-Forwarded-For: {forwarded_for}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        server.addr,
         body.len(),
         String::from_utf8_lossy(body)
     );
@@ -468,4 +478,184 @@ fn three_install_ids_from_one_network_are_one_submitter_and_cannot_change_a_publ
     assert!(!doc.raw.contains("prefix") && !doc.raw.contains("agent_tag"), "{}", doc.raw);
     let text = std::fs::read_to_string(data.join("measurements/aggregates.toml")).unwrap();
     assert!(!text.contains("prefix_tag") && !text.contains("100.70.9"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// (h) A client's own Forwarded header behind a proxy that sets X-Forwarded-For
+// ---------------------------------------------------------------------------------------------
+
+/// One POST as nginx with the README's recipe forwards it: `X-Forwarded-For` ends with the address
+/// nginx saw; whatever `Forwarded` the client wrote is passed through untouched.
+fn post_through_nginx(server: &Ingest, client_forwarded: &str, seen_by_proxy: &str, body: &[u8]) -> u16 {
+    let request = format!(
+        "POST /api/v1/submissions HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nForwarded: {client_forwarded}\r\nX-Forwarded-For: {seen_by_proxy}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        server.addr,
+        body.len(),
+        String::from_utf8_lossy(body)
+    );
+    let answer = raw_request(server.addr, "127.0.0.1".parse().unwrap(), &request);
+    answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn a_forwarded_header_the_client_wrote_is_not_believed() {
+    let tmp = TempDir::new("abuse-forwarded");
+    let db = tmp.path().join("db.sqlite3");
+    // One submission a minute per client, behind the proxy at 127.0.0.1 (X-Forwarded-For, the default).
+    let server = Ingest::start(&db, &["--rate-limit", "1", "--rate-burst", "1", "--trusted-proxy", "127.0.0.1"]);
+    // One client (198.51.100.7) claims 60 different addresses in its own Forwarded header.
+    let statuses: Vec<u16> = (0..60u64)
+        .map(|n| post_through_nginx(&server, &format!("for=9.9.{}.{}", n / 200, n % 200 + 1), "198.51.100.7", &serde_json::to_vec(&report(40, n)).unwrap()))
+        .collect();
+    let created = statuses.iter().filter(|s| **s == 201).count();
+    assert_eq!(created, 1, "one client, one submission a minute: {statuses:?}");
+    assert!(statuses[1..].iter().all(|s| *s == 429), "{statuses:?}");
+    // A server told that its proxy writes RFC 7239 reads only that header.
+    let tmp2 = TempDir::new("abuse-forwarded-7239");
+    let server = Ingest::start(
+        &tmp2.path().join("db.sqlite3"),
+        &["--rate-limit", "1", "--rate-burst", "1", "--trusted-proxy", "127.0.0.1", "--forwarded-header", "forwarded"],
+    );
+    let body = |n| serde_json::to_vec(&report(41, n)).unwrap();
+    assert_eq!(post_through_nginx(&server, "for=198.51.100.7", "9.9.9.1", &body(1)), 201);
+    assert_eq!(post_through_nginx(&server, "for=198.51.100.7", "9.9.9.2", &body(2)), 429);
+    assert_eq!(post_through_nginx(&server, "for=198.51.100.8", "9.9.9.2", &body(3)), 201);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (i) Many addresses of one network, and many networks
+// ---------------------------------------------------------------------------------------------
+
+/// Slow readers from each of `sources`, `per_source` each, holding connections; the health check
+/// from 127.0.0.1 must still answer, before any of them could have timed out.
+fn health_answers_while_held(sources: &[IpAddr], per_source: usize) {
+    const WRITE_TIMEOUT: Duration = Duration::from_secs(20);
+    let tmp = TempDir::new("abuse-slowread-many");
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "0", "--write-timeout", &WRITE_TIMEOUT.as_secs().to_string()]);
+    std::fs::write(server.site.path().join("big.bin"), vec![7u8; 24 << 20]).unwrap();
+    let opened = Instant::now();
+    let held: Vec<TcpStream> = sources.iter().flat_map(|from| slow_readers(server.addr, *from, per_source, "/big.bin")).collect();
+    let health = get(&format!("{}/api/v1/health", server.url));
+    let waited = opened.elapsed();
+    assert_eq!(health.status, 200, "{}", health.raw);
+    assert!(waited < WRITE_TIMEOUT, "health answered only after {waited:?}, when the write timeout had freed slots");
+    let open = held.iter().filter(|s| !closed_now(s)).count();
+    eprintln!("{} connections from {} addresses: {open} held, health answered after {:.1} s", held.len(), sources.len(), waited.as_secs_f64());
+}
+
+#[test]
+fn many_addresses_in_one_network_share_one_connection_cap() {
+    // 15 addresses of 127.0.1.0/24, 64 slow reads each: one network, one cap of 64.
+    let sources: Vec<IpAddr> = (2..17).map(|h| format!("127.0.1.{h}").parse().unwrap()).collect();
+    health_answers_while_held(&sources, 64);
+}
+
+#[test]
+fn many_networks_cannot_take_the_reserved_connections() {
+    // 15 networks × 64 slow reads: more than all 900 slots; the reserve still serves health.
+    let sources: Vec<IpAddr> = (1..16).map(|n| format!("127.0.{n}.2").parse().unwrap()).collect();
+    health_answers_while_held(&sources, 64);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (j) DNS rebinding
+// ---------------------------------------------------------------------------------------------
+
+fn post_with_host(server: &Ingest, host: &str, origin: Option<&str>, body: &[u8]) -> (u16, String) {
+    let origin = origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default();
+    let request = format!(
+        "POST /api/v1/submissions HTTP/1.1\r\nHost: {host}\r\n{origin}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        body.len(),
+        String::from_utf8_lossy(body)
+    );
+    let answer = raw_request(server.addr, "127.0.0.1".parse().unwrap(), &request);
+    (answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0), answer)
+}
+
+#[test]
+fn a_name_that_only_resolves_here_is_not_this_server() {
+    let tmp = TempDir::new("abuse-rebind");
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "0", "--public-host", "headroom.example"]);
+    let port = server.addr.port();
+    let body = |n| serde_json::to_vec(&report(42, n)).unwrap();
+    let rebind = format!("rebind.example:{port}");
+    // What a page at rebind.example sends once its name points at 127.0.0.1.
+    let (status, raw) = post_with_host(&server, &rebind, Some(&format!("http://{rebind}")), &body(1));
+    assert_eq!(status, 403, "{raw}");
+    let (status, raw) = post_with_host(&server, &rebind, None, &body(2));
+    assert!(status == 421 && raw.contains("unknown_host"), "{raw}");
+    let (status, raw) = post_with_host(&server, &format!("localhost:{}", port + 1), None, &body(3));
+    assert_eq!(status, 421, "{raw}");
+    // The server's own names.
+    for (n, host) in
+        [format!("127.0.0.1:{port}"), format!("localhost:{port}"), "headroom.example".to_string(), "headroom.example:443".to_string()].iter().enumerate()
+    {
+        let (status, raw) = post_with_host(&server, host, None, &body(10 + n as u64));
+        assert_eq!(status, 201, "{host}: {raw}");
+    }
+    let health = get(&format!("{}/api/v1/health", server.url));
+    assert_eq!(health.json["submissions"], 4, "{}", health.raw);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (k) Invalid escapes
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn an_invalid_percent_escape_is_404_with_a_body() {
+    let tmp = TempDir::new("abuse-escape");
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &[]);
+    // 86 × `%zz` is one 258-byte segment: counted as decoded it looked short (86 bytes), but `%zz`
+    // decodes to nothing, the file system got a name too long and the file service an empty 500.
+    let long = format!("/{}", "%zz".repeat(86));
+    for path in ["/%zz", "/en/%zz", &long, &format!("/en{long}"), "/a%2", "/%g1.js"] {
+        let answer =
+            raw_request(server.addr, "127.0.0.1".parse().unwrap(), &format!("GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", server.addr));
+        let status = answer.split_whitespace().nth(1).unwrap_or("");
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or("");
+        assert_eq!(status, "404", "{path}: {answer}");
+        assert!(!body.is_empty(), "{path}: empty body");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (l) The deployment recipe's secret
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn the_recipes_secret_command_works_as_written() {
+    let readme = std::fs::read_to_string(repo_root().join("dataset/README.md")).unwrap();
+    // The command in step 2 of the hosted deployment, between backticks.
+    let command = readme
+        .split('`')
+        .find(|span| span.contains("/dev/urandom") && span.contains("/etc/headroom/secret"))
+        .expect("dataset/README.md gives a command that makes the secret");
+    let tmp = TempDir::new("abuse-secret");
+    let secret = tmp.path().join("secret");
+    let command = command.replace("/etc/headroom/secret", secret.to_str().unwrap());
+    let ran = std::process::Command::new("sh").arg("-c").arg(&command).status().unwrap();
+    assert!(ran.success(), "{command}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o600, "{command}: readable by its owner only");
+    let text = std::fs::read_to_string(&secret).unwrap();
+    assert!(text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()), "{command} wrote {text:?}");
+    // The server starts with it and says nothing about it.
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["--secret-file", secret.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Ingest::start(&tmp.path().join("db.sqlite3"), &args)
+    };
+    let server = serve(&[]);
+    assert_eq!(get(&format!("{}/api/v1/health", server.url)).status, 200);
+    drop(server);
+    // Readable by others: a warning, before anything else (here the address cannot be bound:
+    // 192.0.2.1 is a documentation address, on no interface).
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = std::process::Command::new(headroom_e2e::bin("dataset", "dataset"))
+        .args(["serve", "--addr", "192.0.2.1:0", "--db", tmp.path().join("db2.sqlite3").to_str().unwrap(), "--secret-file", secret.to_str().unwrap()])
+        .args(["--site", tmp.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("can be read by other users") && err.contains("chmod 600"), "{err}");
 }

@@ -486,7 +486,7 @@ fn slow_clients_are_disconnected_and_do_not_block_others() {
     let addr = server.url.trim_start_matches("http://").to_string();
     // Headers that never end, and a connection that never sends anything.
     let mut slow = std::net::TcpStream::connect(&addr).unwrap();
-    slow.write_all(b"POST /api/v1/submissions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n").unwrap();
+    slow.write_all(format!("POST /api/v1/submissions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n").as_bytes()).unwrap();
     let mut idle = std::net::TcpStream::connect(&addr).unwrap();
     let started = Instant::now();
     // Meanwhile others are served.
@@ -499,6 +499,29 @@ fn slow_clients_are_disconnected_and_do_not_block_others() {
         assert!(waited < Duration::from_secs(20), "the connection was held {waited:?}");
     }
     eprintln!("slow and idle connections closed after {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// Issue 40 point 10: after PostgreSQL ends the server's sessions, the next post and the next
+/// read are served on a new connection (the post's batch failed before anything was sent, so it
+/// runs again in place), not answered 503.
+#[test]
+fn postgres_ending_the_sessions_costs_no_request() {
+    let db = TestDb::postgres("pg-sessions-ended");
+    let server = Ingest::unlimited_on(&db);
+    for round in 0..3u64 {
+        let a = post(&server.submissions(), &bytes(&report(95, round)));
+        assert_eq!(a.status, 201, "round {round}: {}", a.raw);
+        let id = a.json["id"].as_str().unwrap().to_string();
+        assert_eq!(get(&format!("{}/{id}", server.submissions())).status, 200);
+        let ended = db.end_sessions();
+        assert!(ended >= 1, "round {round}: no session of the server was ended");
+        // The first request after: a post (the writer's connection), then a read (the reader's).
+        let a = post(&server.submissions(), &bytes(&report(96, round)));
+        assert_eq!(a.status, 201, "round {round}, first post after the sessions ended: {}", a.raw);
+        let id = a.json["id"].as_str().unwrap().to_string();
+        let g = get(&format!("{}/{id}", server.submissions()));
+        assert_eq!(g.status, 200, "round {round}, first read after the sessions ended: {}", g.raw);
+    }
 }
 
 on_both!(concurrent_duplicates_are_stored_once, concurrent_duplicates);

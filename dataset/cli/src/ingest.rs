@@ -182,6 +182,30 @@ impl Tagger {
     }
 }
 
+/// How to make a secret by hand (32 random bytes as hex, readable by its owner only); the hosted
+/// deployment's recipe in dataset/README.md writes this command, and a test runs it as written.
+pub const SECRET_COMMAND: &str = "(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > FILE)";
+
+/// A warning when the secret file can be read by others than its owner (anyone who reads it can
+/// tie the private network tags back to addresses, or make tags up).
+pub fn secret_file_warning(path: &std::path::Path) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).ok()?.permissions().mode();
+        if mode & 0o077 != 0 {
+            return Some(format!(
+                "warning: {} can be read by other users (mode {:o}); anyone who reads it can link network tags to addresses: chmod 600 it",
+                path.display(),
+                mode & 0o777
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    None
+}
+
 /// The server secret in `path` (hex, at least 16 bytes), created with 32 random bytes (readable by
 /// its owner only) when the file does not exist.
 pub fn load_or_create_secret(path: &std::path::Path) -> Result<Vec<u8>, String> {
@@ -191,11 +215,12 @@ pub fn load_or_create_secret(path: &std::path::Path) -> Result<Vec<u8>, String> 
             (t.len() % 2 == 0).then(|| (0..t.len()).step_by(2).map(|i| u8::from_str_radix(t.get(i..i + 2)?, 16).ok()).collect()).flatten();
         match bytes {
             Some(b) if b.len() >= 16 => Ok(b),
-            _ => Err(format!("{}: the server secret must be at least 32 hex digits", path.display())),
+            _ => Err(format!("{}: the server secret must be at least 32 hex digits (make one: {SECRET_COMMAND})", path.display())),
         }
     };
-    match std::fs::read_to_string(path) {
-        Ok(text) => parse(&text),
+    match std::fs::read(path) {
+        // Raw random bytes are no hex text: the same message, never "not valid UTF-8".
+        Ok(bytes) => parse(std::str::from_utf8(&bytes).unwrap_or("-")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut b = [0u8; 32];
             getrandom::fill(&mut b).map_err(|e| format!("no randomness from the OS: {e}"))?;
@@ -258,29 +283,62 @@ impl IpNet {
     }
 }
 
-/// The client a request comes from. From a trusted proxy, the address in its forwarding headers
-/// (`Forwarded: for=`, else `X-Forwarded-For`): the last address that is not itself a trusted
-/// proxy, read from the right, since each proxy appends the address it saw and anything to the
-/// left of that was written by the client. From anyone else, the peer: their headers are ignored.
-pub fn client_addr(peer: IpAddr, trusted: &[IpNet], forwarded: Option<&str>, x_forwarded_for: Option<&str>) -> IpAddr {
+/// The one forwarding header the trusted proxies write (`--forwarded-header`). Only that header is
+/// read: a proxy passes the others through as the client wrote them (nginx, told to set
+/// `X-Forwarded-For`, forwards a client's own `Forwarded` untouched).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, …` (what nginx's `$proxy_add_x_forwarded_for` writes).
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client;proto=https, for=proxy1`.
+    Forwarded,
+}
+
+impl ForwardedHeader {
+    pub fn parse(s: &str) -> Result<ForwardedHeader, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "x-forwarded-for" => Ok(ForwardedHeader::XForwardedFor),
+            "forwarded" => Ok(ForwardedHeader::Forwarded),
+            _ => Err(format!("`{s}`: the forwarding header is `x-forwarded-for` or `forwarded`")),
+        }
+    }
+
+    /// The header's name, lowercase.
+    pub fn name(self) -> &'static str {
+        match self {
+            ForwardedHeader::XForwardedFor => "x-forwarded-for",
+            ForwardedHeader::Forwarded => "forwarded",
+        }
+    }
+
+    /// The addresses the header lists, left to right (unreadable entries left out).
+    fn chain(self, value: &str) -> Vec<IpAddr> {
+        match self {
+            ForwardedHeader::XForwardedFor => value.split(',').filter_map(|a| parse_node(a.trim())).collect(),
+            ForwardedHeader::Forwarded => value
+                .split(',')
+                .filter_map(|element| {
+                    element.split(';').find_map(|pair| {
+                        let (k, v) = pair.trim().split_once('=')?;
+                        k.trim().eq_ignore_ascii_case("for").then(|| parse_node(v.trim().trim_matches('"')))?
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The client a request comes from. From a trusted proxy, the address in the configured forwarding
+/// header (`value`): the last address that is not itself a trusted proxy, read from the right,
+/// since each proxy appends the address it saw and anything to the left of that was written by the
+/// client. From anyone else, the peer: their headers are ignored.
+pub fn client_addr(peer: IpAddr, trusted: &[IpNet], header: ForwardedHeader, value: Option<&str>) -> IpAddr {
     let is_trusted = |ip: IpAddr| trusted.iter().any(|n| n.contains(ip));
     if !is_trusted(peer) {
         return peer;
     }
-    let from_forwarded = forwarded.map(|f| {
-        f.split(',')
-            .filter_map(|element| {
-                element.split(';').find_map(|pair| {
-                    let (k, v) = pair.trim().split_once('=')?;
-                    k.trim().eq_ignore_ascii_case("for").then(|| parse_node(v.trim().trim_matches('"')))?
-                })
-            })
-            .collect::<Vec<_>>()
-    });
-    let chain = match from_forwarded {
-        Some(c) if !c.is_empty() => c,
-        _ => x_forwarded_for.map(|x| x.split(',').filter_map(|a| parse_node(a.trim())).collect()).unwrap_or_default(),
-    };
+    let chain = value.map(|v| header.chain(v)).unwrap_or_default();
     chain.into_iter().rev().find(|ip| !is_trusted(*ip)).unwrap_or(peer)
 }
 
@@ -295,47 +353,76 @@ fn parse_node(s: &str) -> Option<IpAddr> {
     s.rsplit_once(':').and_then(|(a, _)| a.parse::<std::net::Ipv4Addr>().ok()).map(IpAddr::V4)
 }
 
-/// Connections held per client address, with a cap: one client cannot take every slot.
+/// The network a connection is counted against: IPv4 /24, IPv6 /64 (one subscriber's prefix),
+/// IPv4-mapped addresses as IPv4. Many addresses of one network are one client for the cap.
+pub fn connection_network(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => connection_network(IpAddr::V4(v4)),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            IpAddr::V4(std::net::Ipv4Addr::new(o[0], o[1], o[2], 0))
+        }
+    }
+}
+
+/// Connections held per network ([`connection_network`]), with two limits: one network holds at
+/// most `cap`, and once `shared` connections are held in all, the rest (the reserve) go only to
+/// networks holding fewer than `reserve_share`. However many networks an attacker spreads over,
+/// the reserve keeps slots for everyone else (a health check, a new visitor).
 pub struct ConnectionCounter {
     cap: usize,
-    held: Mutex<HashMap<IpAddr, usize>>,
+    shared: usize,
+    reserve_share: usize,
+    held: Mutex<(HashMap<IpAddr, usize>, usize)>,
 }
 
 /// One held connection; counted until dropped.
 pub struct ConnectionSlot {
     counter: std::sync::Arc<ConnectionCounter>,
-    ip: IpAddr,
+    network: IpAddr,
 }
 
 impl ConnectionCounter {
-    pub fn new(cap: usize) -> std::sync::Arc<ConnectionCounter> {
-        std::sync::Arc::new(ConnectionCounter { cap, held: Mutex::new(HashMap::new()) })
+    pub fn new(cap: usize, shared: usize, reserve_share: usize) -> std::sync::Arc<ConnectionCounter> {
+        std::sync::Arc::new(ConnectionCounter { cap: cap.max(1), shared, reserve_share: reserve_share.max(1), held: Mutex::new((HashMap::new(), 0)) })
     }
 
-    /// A slot for one more connection from `ip`, or None when it holds `cap` already.
+    /// A slot for one more connection from `ip`, or None when its network holds its cap, or when
+    /// the shared slots are taken and its network already holds its share of the reserve.
     pub fn acquire(self: &std::sync::Arc<Self>, ip: IpAddr) -> Option<ConnectionSlot> {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let n = held.entry(ip).or_insert(0);
-        if *n >= self.cap {
+        let network = connection_network(ip);
+        let mut guard = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let (held, total) = &mut *guard;
+        let n = held.get(&network).copied().unwrap_or(0);
+        if n >= self.cap || (*total >= self.shared && n >= self.reserve_share) {
             return None;
         }
-        *n += 1;
-        Some(ConnectionSlot { counter: self.clone(), ip })
+        held.insert(network, n + 1);
+        *total += 1;
+        Some(ConnectionSlot { counter: self.clone(), network })
     }
 
     #[cfg(test)]
     pub fn held(&self, ip: IpAddr) -> usize {
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).get(&ip).copied().unwrap_or(0)
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).0.get(&connection_network(ip)).copied().unwrap_or(0)
     }
 }
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        let mut held = self.counter.held.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = held.get_mut(&self.ip) {
+        let mut guard = self.counter.held.lock().unwrap_or_else(|e| e.into_inner());
+        let (held, total) = &mut *guard;
+        *total = total.saturating_sub(1);
+        if let Some(n) = held.get_mut(&self.network) {
             *n -= 1;
             if *n == 0 {
-                held.remove(&self.ip);
+                held.remove(&self.network);
             }
         }
     }
@@ -404,24 +491,39 @@ mod tests {
 
     #[test]
     fn forwarded_clients_are_believed_only_from_trusted_proxies() {
+        use ForwardedHeader::{Forwarded, XForwardedFor};
         let proxy: IpAddr = "10.0.0.5".parse().unwrap();
         let trusted = [IpNet::parse("10.0.0.0/24").unwrap()];
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         // From the proxy: the last address it appended.
-        assert_eq!(client_addr(proxy, &trusted, None, Some("203.0.113.9")), ip("203.0.113.9"));
-        assert_eq!(client_addr(proxy, &trusted, None, Some("1.1.1.1, 203.0.113.9")), ip("203.0.113.9"));
+        assert_eq!(client_addr(proxy, &trusted, XForwardedFor, Some("203.0.113.9")), ip("203.0.113.9"));
+        assert_eq!(client_addr(proxy, &trusted, XForwardedFor, Some("1.1.1.1, 203.0.113.9")), ip("203.0.113.9"));
         // A chain of trusted proxies is skipped from the right.
-        assert_eq!(client_addr(proxy, &trusted, None, Some("1.1.1.1, 203.0.113.9, 10.0.0.7")), ip("203.0.113.9"));
-        // RFC 7239 first, with ports and IPv6 brackets.
-        assert_eq!(client_addr(proxy, &trusted, Some(r#"for="[2001:db8::1]:4711";proto=https"#), Some("9.9.9.9")), ip("2001:db8::1"));
-        assert_eq!(client_addr(proxy, &trusted, Some("for=192.0.2.60:80, for=10.0.0.9"), None), ip("192.0.2.60"));
+        assert_eq!(client_addr(proxy, &trusted, XForwardedFor, Some("1.1.1.1, 203.0.113.9, 10.0.0.7")), ip("203.0.113.9"));
+        // RFC 7239 when that is the configured header, with ports and IPv6 brackets.
+        assert_eq!(client_addr(proxy, &trusted, Forwarded, Some(r#"for="[2001:db8::1]:4711";proto=https"#)), ip("2001:db8::1"));
+        assert_eq!(client_addr(proxy, &trusted, Forwarded, Some("for=192.0.2.60:80, for=10.0.0.9")), ip("192.0.2.60"));
         // Nothing usable: the proxy itself.
-        assert_eq!(client_addr(proxy, &trusted, None, Some("unknown, garbage")), proxy);
-        assert_eq!(client_addr(proxy, &trusted, None, None), proxy);
+        assert_eq!(client_addr(proxy, &trusted, XForwardedFor, Some("unknown, garbage")), proxy);
+        assert_eq!(client_addr(proxy, &trusted, XForwardedFor, None), proxy);
         // From anyone else the headers are ignored.
         let other = ip("198.51.100.1");
-        assert_eq!(client_addr(other, &trusted, Some("for=1.2.3.4"), Some("1.2.3.4")), other);
-        assert_eq!(client_addr(proxy, &[], None, Some("1.2.3.4")), proxy);
+        assert_eq!(client_addr(other, &trusted, XForwardedFor, Some("1.2.3.4")), other);
+        assert_eq!(client_addr(proxy, &[], XForwardedFor, Some("1.2.3.4")), proxy);
+        assert_eq!(ForwardedHeader::parse("X-Forwarded-For"), Ok(XForwardedFor));
+        assert!(ForwardedHeader::parse("x-real-ip").is_err());
+    }
+
+    /// Issue 40 point 1: nginx sets X-Forwarded-For and passes the client's own `Forwarded`
+    /// through. Only the configured header is read, so the client's `Forwarded` names nobody.
+    #[test]
+    fn a_client_written_forwarded_header_is_not_believed_behind_an_x_forwarded_for_proxy() {
+        let proxy: IpAddr = "127.0.0.1".parse().unwrap();
+        let trusted = [IpNet::parse("127.0.0.1").unwrap()];
+        let request = [("forwarded", "for=9.9.9.9"), ("x-forwarded-for", "9.9.9.9, 198.51.100.7")];
+        let configured = ForwardedHeader::XForwardedFor;
+        let value = request.iter().find(|(name, _)| *name == configured.name()).map(|(_, v)| *v);
+        assert_eq!(client_addr(proxy, &trusted, configured, value), "198.51.100.7".parse::<IpAddr>().unwrap());
     }
 
     #[test]
@@ -438,17 +540,41 @@ mod tests {
     }
 
     #[test]
-    fn one_client_holds_at_most_its_cap_of_connections() {
-        let c = ConnectionCounter::new(2);
-        let a: IpAddr = "127.0.0.2".parse().unwrap();
-        let b: IpAddr = "127.0.0.3".parse().unwrap();
-        let s1 = c.acquire(a).unwrap();
-        let _s2 = c.acquire(a).unwrap();
-        assert!(c.acquire(a).is_none());
-        assert!(c.acquire(b).is_some(), "another client is not affected");
+    fn one_network_holds_at_most_its_cap_of_connections() {
+        let c = ConnectionCounter::new(2, 100, 2);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let s1 = c.acquire(ip("127.0.0.2")).unwrap();
+        // Another address of the same /24 shares the cap.
+        let _s2 = c.acquire(ip("127.0.0.3")).unwrap();
+        assert!(c.acquire(ip("127.0.0.4")).is_none());
+        assert!(c.acquire(ip("127.0.1.2")).is_some(), "another network is not affected");
+        // IPv6: one /64 is one network.
+        let _v6 = (c.acquire(ip("2001:db8:1:2::1")).unwrap(), c.acquire(ip("2001:db8:1:2::ffff")).unwrap());
+        assert!(c.acquire(ip("2001:db8:1:2:abcd::1")).is_none());
+        assert!(c.acquire(ip("2001:db8:1:3::1")).is_some());
         drop(s1);
-        assert_eq!(c.held(a), 1);
-        assert!(c.acquire(a).is_some());
+        assert_eq!(c.held(ip("127.0.0.9")), 1);
+        assert!(c.acquire(ip("127.0.0.2")).is_some());
+    }
+
+    #[test]
+    fn many_networks_cannot_take_the_reserve() {
+        // 10 shared slots, then one more connection per network that holds fewer than 2.
+        let c = ConnectionCounter::new(64, 10, 2);
+        let attempts = (0..3).flat_map(|n| (0..4).map(move |h| format!("10.0.{n}.{h}")));
+        let attacker: Vec<ConnectionSlot> = attempts.filter_map(|a| c.acquire(a.parse().unwrap())).collect();
+        // The shared slots filled at 10 (4 + 4 + 2); each attacking network then held 2 or more.
+        assert_eq!(attacker.len(), 10, "only the shared slots");
+        for a in ["10.0.0.99", "10.0.2.99"] {
+            assert!(c.acquire(a.parse().unwrap()).is_none(), "{a}: a network holding its share gets no reserve slot");
+        }
+        let health = c.acquire("192.0.2.1".parse().unwrap());
+        assert!(health.is_some(), "a new network gets a reserve slot");
+        let second = c.acquire("192.0.2.2".parse().unwrap());
+        assert!(second.is_some());
+        assert!(c.acquire("192.0.2.3".parse().unwrap()).is_none(), "at most its share of the reserve");
+        drop(attacker);
+        assert!(c.acquire("10.0.0.1".parse().unwrap()).is_some());
     }
 
     #[test]
@@ -492,6 +618,19 @@ mod tests {
         }
         std::fs::write(&path, "abc").unwrap();
         assert!(load_or_create_secret(&path).unwrap_err().contains("32 hex digits"));
+        // Raw random bytes (what `head -c 32 /dev/urandom > FILE` writes) get the same message.
+        std::fs::write(&path, [0xffu8, 0xfe, 0x00, 0x80, 0x12]).unwrap();
+        let e = load_or_create_secret(&path).unwrap_err();
+        assert!(e.contains("32 hex digits") && e.contains("od -An -tx1") && !e.contains("UTF-8"), "{e}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::write(&path, "ab".repeat(32)).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            assert_eq!(secret_file_warning(&path), None);
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            assert!(secret_file_warning(&path).is_some_and(|w| w.contains("644") && w.contains("chmod 600")));
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -123,11 +123,22 @@ enum Command {
         /// Submissions a client may send at once before the per-minute rate applies.
         #[arg(long, default_value_t = 10)]
         rate_burst: u32,
-        /// A reverse proxy (address or block, e.g. 10.0.0.0/8; repeatable) whose `Forwarded` /
-        /// `X-Forwarded-For` headers name the client. Headers from anyone else are ignored.
+        /// A reverse proxy (address or block, e.g. 10.0.0.0/8; repeatable) whose forwarding header
+        /// (`--forwarded-header`) names the client. Headers from anyone else are ignored.
         #[arg(long = "trusted-proxy", value_name = "ADDR[/BITS]", value_parser = ingest::IpNet::parse)]
         trusted_proxies: Vec<ingest::IpNet>,
-        /// Connections one client address may hold at once (trusted proxies are not capped).
+        /// The one header the trusted proxies write the client's address in: `x-forwarded-for`
+        /// or `forwarded` (RFC 7239). The other is ignored: a proxy passes it on as the client
+        /// wrote it.
+        #[arg(long, value_name = "HEADER", value_parser = ingest::ForwardedHeader::parse, default_value = "x-forwarded-for")]
+        forwarded_header: ingest::ForwardedHeader,
+        /// A name the API answers for (`example.org`: any port; `example.org:8443`: that port),
+        /// besides this machine's loopback names on the listening port; repeatable. Requests to
+        /// any other `Host` get 421 (DNS rebinding).
+        #[arg(long = "public-host", value_name = "NAME[:PORT]")]
+        public_hosts: Vec<String>,
+        /// Connections one client network (IPv4 /24, IPv6 /64) may hold at once (trusted proxies
+        /// are not capped).
         #[arg(long, default_value_t = 64)]
         max_connections_per_client: usize,
         /// Seconds a response may wait for a client that reads nothing before the connection is
@@ -192,6 +203,8 @@ fn main() -> ExitCode {
             rate_limit,
             rate_burst,
             trusted_proxies,
+            forwarded_header,
+            public_hosts,
             max_connections_per_client,
             write_timeout,
             max_db_mib,
@@ -207,6 +220,8 @@ fn main() -> ExitCode {
                 rate_limit,
                 rate_burst,
                 trusted_proxies,
+                forwarded_header,
+                public_hosts,
                 max_connections_per_client,
                 write_timeout: std::time::Duration::from_secs(write_timeout.max(1)),
                 max_db_bytes: max_db_mib.map(|m| m << 20),

@@ -39,6 +39,7 @@ pub const ERROR_CODES: &[(&str, u16)] = &[
     ("invalid_json", 400),
     ("unreadable_body", 400),
     ("forbidden_origin", 403),
+    ("unknown_host", 421),
     ("not_found", 404),
     ("method_not_allowed", 405),
     ("request_timeout", 408),
@@ -64,6 +65,12 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// 1024 open files).
 const MAX_CONNECTIONS: usize = 900;
 
+/// Of [`MAX_CONNECTIONS`], the slots kept back once the others are taken: each network (/24,
+/// /64) that holds fewer than [`RESERVE_SHARE`] connections may still get one, so clients spread
+/// over many networks cannot shut out a health check or a new visitor.
+const RESERVE: usize = 120;
+const RESERVE_SHARE: usize = 8;
+
 /// The longest file name the static files can have (a path segment longer than this is no file:
 /// 404 without asking the file system, which would fail with "name too long").
 const MAX_SEGMENT_BYTES: usize = 255;
@@ -84,6 +91,8 @@ struct AppState {
     gpus: Arc<Vec<Gpu>>,
     limiter: Arc<RateLimiter>,
     tagger: Arc<crate::ingest::Tagger>,
+    /// The `Host` names the API answers for ([`allowed_hosts`]).
+    hosts: Arc<Vec<String>>,
 }
 
 /// The address of the client a request comes from: the peer, or behind a trusted reverse proxy
@@ -103,6 +112,10 @@ pub struct Options {
     pub rate_burst: u32,
     /// Reverse proxies whose forwarding headers name the client (`--trusted-proxy`).
     pub trusted_proxies: Vec<crate::ingest::IpNet>,
+    /// The one forwarding header those proxies write (`--forwarded-header`).
+    pub forwarded_header: crate::ingest::ForwardedHeader,
+    /// Names the API answers for besides this machine's loopback names (`--public-host`).
+    pub public_hosts: Vec<String>,
     /// Connections one client address may hold at once (trusted proxies are not capped).
     pub max_connections_per_client: usize,
     /// A response whose writes make no progress for this long is dropped with its connection.
@@ -143,6 +156,8 @@ fn documented(status: StatusCode, code: &str) -> bool {
 enum ApiError {
     UnsupportedMediaType,
     ForbiddenOrigin,
+    /// The `Host` is none of the server's names (the names it answers for, for the message).
+    UnknownHost(String),
     /// `close`: the declared length is beyond what the server drains, so it closes the connection.
     PayloadTooLarge {
         close: bool,
@@ -168,6 +183,7 @@ impl ApiError {
         match self {
             ApiError::UnsupportedMediaType => "unsupported_media_type",
             ApiError::ForbiddenOrigin => "forbidden_origin",
+            ApiError::UnknownHost(_) => "unknown_host",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::UnreadableBody => "unreadable_body",
             ApiError::Rejected(r) => r.code(),
@@ -184,6 +200,7 @@ impl ApiError {
         match self {
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::ForbiddenOrigin => StatusCode::FORBIDDEN,
+            ApiError::UnknownHost(_) => StatusCode::MISDIRECTED_REQUEST,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnreadableBody | ApiError::Rejected(Rejection::Json(_)) => StatusCode::BAD_REQUEST,
             ApiError::Rejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -199,7 +216,10 @@ impl ApiError {
     fn message(&self) -> String {
         match self {
             ApiError::UnsupportedMediaType => "send the report as JSON with Content-Type: application/json".into(),
-            ApiError::ForbiddenOrigin => "reports are accepted from the probe and from this site, not from pages on other sites".into(),
+            ApiError::ForbiddenOrigin => "the API answers programs (the probe, curl), not web pages: requests that carry an Origin are refused".into(),
+            ApiError::UnknownHost(names) => {
+                format!("this server answers API requests addressed to {names}; its operator adds a name with --public-host")
+            }
             ApiError::PayloadTooLarge { .. } => format!("the body is larger than {} KiB", report::MAX_BODY_BYTES / 1024),
             ApiError::UnreadableBody => "the request body could not be read".into(),
             ApiError::Rejected(r) => r.message(),
@@ -322,9 +342,6 @@ async fn submit(State(state): State<AppState>, client: Option<axum::Extension<Cl
     if mime != "application/json" && !mime.ends_with("+json") {
         return Err(ApiError::UnsupportedMediaType);
     }
-    if headers.get(header::ORIGIN).is_some_and(|origin| !same_origin(origin, headers.get(header::HOST))) {
-        return Err(ApiError::ForbiddenOrigin);
-    }
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > (report::MAX_BODY_BYTES + DRAIN_MAX) as u64) {
         return Err(ApiError::PayloadTooLarge { close: true });
@@ -365,14 +382,46 @@ async fn submit(State(state): State<AppState>, client: Option<axum::Extension<Cl
     Ok(r)
 }
 
-/// Whether an `Origin` header names this server: `http(s)://` followed by exactly the `Host` the
-/// request was sent to.
-fn same_origin(origin: &HeaderValue, host: Option<&HeaderValue>) -> bool {
-    let (Ok(origin), Some(Ok(host))) = (origin.to_str(), host.map(|h| h.to_str())) else {
-        return false;
+/// The `Host` names the API answers for: this machine's loopback names on the port it listens on
+/// (`127.0.0.1:PORT`, `[::1]:PORT`, `localhost:PORT`, and the listening address itself), and each
+/// `--public-host` (`example.org` takes any port, `example.org:8443` only that one). A name that
+/// only resolves here (DNS rebinding: `rebind.example` pointed at 127.0.0.1) is none of them.
+pub fn allowed_hosts(public: &[String], local: SocketAddr) -> Vec<String> {
+    let port = local.port();
+    let mut out = vec![local.to_string(), format!("127.0.0.1:{port}"), format!("[::1]:{port}"), format!("localhost:{port}")];
+    out.extend(public.iter().map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase()));
+    out.dedup();
+    out
+}
+
+/// Whether a `Host` header is one of `allowed` (see [`allowed_hosts`]).
+pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    // The name without its port (`[::1]:80` → `[::1]`), a trailing dot dropped (`example.org.`).
+    let (name, port) = match host.rsplit_once(':') {
+        Some((n, p)) if !p.contains(']') && p.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty() => (n, Some(p)),
+        _ => (host.as_str(), None),
     };
-    let rest = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
-    rest.is_some_and(|r| !host.is_empty() && r.eq_ignore_ascii_case(host))
+    let name = name.trim_end_matches('.');
+    let with_port = match port {
+        Some(p) => format!("{name}:{p}"),
+        None => name.to_string(),
+    };
+    !name.is_empty() && allowed.iter().any(|a| *a == with_port || (!a.contains(':') || a.ends_with(']')) && *a == name)
+}
+
+/// In front of every API route: a request that carries an `Origin` comes from a web page (the site
+/// never calls the API), and one whose `Host` is not a name of this server was sent to it by a
+/// name that only resolves here (DNS rebinding). Both are refused before anything else.
+async fn api_origin_and_host(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if req.headers().contains_key(header::ORIGIN) {
+        return ApiError::ForbiddenOrigin.into_response();
+    }
+    let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| req.uri().authority().map(|a| a.as_str()));
+    if !host.is_some_and(|h| host_allowed(h, &state.hosts)) {
+        return ApiError::UnknownHost(state.hosts.join(", ")).into_response();
+    }
+    next.run(req).await
 }
 
 /// `GET /api/v1/submissions/{id}`: status and the stored document without its private fields.
@@ -433,15 +482,22 @@ async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
 }
 
-/// Static paths with a segment longer than any file name are no file: 404 before the file
-/// system is asked (it would fail with "name too long", which the file service answers with an
-/// empty 500). Segments are counted as decoded (`%41` is one byte).
+/// Whether every `%` in `path` starts an escape of two hex digits.
+fn escapes_are_valid(path: &str) -> bool {
+    let b = path.as_bytes();
+    b.iter().enumerate().filter(|(_, c)| **c == b'%').all(|(i, _)| b.get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)))
+}
+
+/// Static paths that can be no file: 404 before the file system is asked. A segment longer than
+/// any file name (the file system would fail with "name too long"), or a `%` that starts no escape
+/// (`%zz`: the file service cannot decode it); both would be an empty 500. Segments are counted
+/// as decoded (`%41` is one byte).
 async fn long_segments(req: Request, next: Next) -> Response {
     let too_long = req.uri().path().split('/').any(|seg| {
         let escapes = seg.matches('%').count();
         seg.len().saturating_sub(2 * escapes) > MAX_SEGMENT_BYTES
     });
-    if too_long {
+    if too_long || !escapes_are_valid(req.uri().path()) {
         return (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "not found\n").into_response();
     }
     next.run(req).await
@@ -481,7 +537,11 @@ fn router_with(state: AppState, site: &Path) -> Router {
     for (method, path) in API_ROUTES {
         api = api.route(path, api_route(method, path, &state));
     }
-    let api = api.fallback(api_not_found).method_not_allowed_fallback(method_not_allowed).layer(from_fn(api_guard));
+    let api = api
+        .fallback(api_not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(state.clone(), api_origin_and_host))
+        .layer(from_fn(api_guard));
     // `cargo xtask dist` writes .br and .gz next to each file; those go out when accepted.
     let static_files = ServeDir::new(site).precompressed_br().precompressed_gzip().fallback(get(app_shell).with_state(state.clone()));
     let static_files = Router::new().fallback_service(static_files).layer(from_fn(long_segments));
@@ -495,7 +555,14 @@ fn router_with(state: AppState, site: &Path) -> Router {
         .with_state(state)
 }
 
-pub fn router(store: Arc<dyn Store>, site: &Path, gpus: Vec<Gpu>, limiter: RateLimiter, tagger: crate::ingest::Tagger) -> Result<Router, String> {
+pub fn router(
+    store: Arc<dyn Store>,
+    site: &Path,
+    gpus: Vec<Gpu>,
+    limiter: RateLimiter,
+    tagger: crate::ingest::Tagger,
+    hosts: Vec<String>,
+) -> Result<Router, String> {
     let index = site.join("index.html");
     let index_html = std::fs::read_to_string(&index).map_err(|e| format!("{}: {e} (build the site first: `cargo xtask dist`)", index.display()))?;
     let state = AppState {
@@ -505,6 +572,7 @@ pub fn router(store: Arc<dyn Store>, site: &Path, gpus: Vec<Gpu>, limiter: RateL
         gpus: Arc::new(gpus),
         limiter: Arc::new(limiter),
         tagger: Arc::new(tagger),
+        hosts: Arc::new(hosts),
     };
     Ok(router_with(state, site))
 }
@@ -544,23 +612,29 @@ pub fn run(o: Options) -> Result<(), String> {
     let gpus = load_gpus(&o.data)?;
     let store: Arc<dyn Store> = o.db.open(o.max_db_bytes)?;
     let tagger = crate::ingest::Tagger::new(crate::ingest::load_or_create_secret(&o.secret_file)?);
-    let app = router(store, &o.site, gpus, RateLimiter::new(o.rate_limit, o.rate_burst), tagger)?;
+    if let Some(warning) = crate::ingest::secret_file_warning(&o.secret_file) {
+        log(&warning);
+    }
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let (addr, site, db) = (o.addr, o.site, o.db);
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
+        let hosts = allowed_hosts(&o.public_hosts, local);
+        let app = router(store, &site, gpus, RateLimiter::new(o.rate_limit, o.rate_burst), tagger, hosts.clone())?;
         println!("Headroom is serving {} on http://{local}/ (database: {db})", site.display());
         use std::io::Write;
         let _ = std::io::stdout().flush();
         let limit = if o.rate_limit == 0 { "off".to_string() } else { format!("{} a minute, burst {}", o.rate_limit, o.rate_burst) };
         log(&format!("submissions rate limit per client address: {limit}"));
         if !o.trusted_proxies.is_empty() {
-            log(&format!("client addresses from forwarding headers of {} trusted proxy address block(s)", o.trusted_proxies.len()));
+            log(&format!("client addresses from the {} header of {} trusted proxy address block(s)", o.forwarded_header.name(), o.trusted_proxies.len()));
         }
+        log(&format!("the API answers requests addressed to {}", hosts.join(", ")));
         let rules = ConnectionRules {
             trusted_proxies: Arc::new(o.trusted_proxies),
-            per_client: crate::ingest::ConnectionCounter::new(o.max_connections_per_client.max(1)),
+            forwarded_header: o.forwarded_header,
+            per_client: crate::ingest::ConnectionCounter::new(o.max_connections_per_client.max(1), MAX_CONNECTIONS - RESERVE, RESERVE_SHARE),
             write_timeout: o.write_timeout,
         };
         serve_connections(listener, app, rules, shutdown()).await;
@@ -571,14 +645,16 @@ pub fn run(o: Options) -> Result<(), String> {
 /// How `serve_connections` treats each connection.
 struct ConnectionRules {
     trusted_proxies: Arc<Vec<crate::ingest::IpNet>>,
+    forwarded_header: crate::ingest::ForwardedHeader,
     per_client: Arc<crate::ingest::ConnectionCounter>,
     write_timeout: Duration,
 }
 
 /// Accepts connections and serves HTTP/1.1 on each, with a header-read timeout (slow or idle
 /// clients cannot hold connections open), a write timeout (nor can clients that never read the
-/// answer), at most [`MAX_CONNECTIONS`] at once and at most the per-client cap from one address
-/// (trusted proxies excepted: they carry everyone). On `shutdown` it stops accepting and lets
+/// answer), at most [`MAX_CONNECTIONS`] at once, at most the per-client cap from one network (/24,
+/// /64) and, once all but [`RESERVE`] slots are taken, only networks holding fewer than
+/// [`RESERVE_SHARE`] (trusted proxies excepted: they carry everyone). On `shutdown` it stops accepting and lets
 /// requests in flight finish (at most 10 s).
 async fn serve_connections(listener: tokio::net::TcpListener, app: Router, rules: ConnectionRules, shutdown: impl std::future::Future<Output = ()>) {
     use hyper_util::rt::{TokioIo, TokioTimer};
@@ -628,13 +704,10 @@ async fn serve_connections(listener: tokio::net::TcpListener, app: Router, rules
         let app = app.clone();
         let rules_for_conn = rules.clone();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-            let header = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-            let client = crate::ingest::client_addr(
-                peer.ip(),
-                &rules_for_conn.trusted_proxies,
-                header(header::FORWARDED).as_deref(),
-                header(header::HeaderName::from_static("x-forwarded-for")).as_deref(),
-            );
+            // Only the configured header: a proxy passes the other one through as the client wrote it.
+            let configured = rules_for_conn.forwarded_header;
+            let value = req.headers().get(configured.name()).and_then(|v| v.to_str().ok());
+            let client = crate::ingest::client_addr(peer.ip(), &rules_for_conn.trusted_proxies, configured, value);
             req.extensions_mut().insert(ConnectInfo(peer));
             req.extensions_mut().insert(ClientAddr(client));
             tower::ServiceExt::oneshot(app.clone(), req.map(Body::new))
@@ -798,6 +871,7 @@ mod tests {
         let errors = [
             ApiError::UnsupportedMediaType,
             ApiError::ForbiddenOrigin,
+            ApiError::UnknownHost("127.0.0.1:8080".into()),
             ApiError::PayloadTooLarge { close: true },
             ApiError::UnreadableBody,
             ApiError::Rejected(report::check_submission(b"{", &[]).unwrap_err()),
@@ -822,6 +896,41 @@ mod tests {
             assert_eq!(body["error"], code);
             let message = body["message"].as_str().unwrap();
             assert!(!message.is_empty() && !message.contains("SQLITE") && !message.contains("src/"), "{message}");
+        }
+    }
+
+    #[test]
+    fn the_api_answers_only_for_its_own_names() {
+        let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let hosts = allowed_hosts(&["Headroom.Example.org".to_string(), "api.example:8443".to_string()], local);
+        for ok in
+            ["127.0.0.1:8080", "localhost:8080", "[::1]:8080", "headroom.example.org", "headroom.example.org:443", "HEADROOM.example.org.", "api.example:8443"]
+        {
+            assert!(host_allowed(ok, &hosts), "{ok}");
+        }
+        for bad in [
+            "rebind.example:8080",
+            "127.0.0.1:9999",
+            "localhost",
+            "api.example",
+            "api.example:443",
+            "",
+            ":8080",
+            "evil.headroom.example.org",
+            "headroom.example.org.evil",
+        ] {
+            assert!(!host_allowed(bad, &hosts), "{bad}");
+        }
+        // Bound to every interface: still only the loopback names and the configured ones.
+        let any = allowed_hosts(&[], "0.0.0.0:8080".parse().unwrap());
+        assert!(host_allowed("127.0.0.1:8080", &any) && !host_allowed("192.168.1.20:8080", &any));
+    }
+
+    #[test]
+    fn percent_escapes_must_be_two_hex_digits() {
+        assert!(escapes_are_valid("/en/calculator/") && escapes_are_valid("/a%20b%C3%A9"));
+        for bad in ["/%zz", "/%", "/a%2", "/%g0/x"] {
+            assert!(!escapes_are_valid(bad), "{bad}");
         }
     }
 

@@ -183,13 +183,17 @@ impl BatchWriter for PgWriter {
             };
             match commit_batch(client, jobs) {
                 Ok(results) => return Ok(results),
-                Err(e) => {
+                Err(BatchError { error: e, at_commit }) => {
                     // A deadlock or serialization failure rolled the whole batch back: safe to
-                    // run again. Anything else (a lost connection: the commit may or may not have
-                    // happened) fails the batch; its callers answer 503 and the submitters retry,
-                    // which the content hash makes idempotent.
-                    let retry = matches!(e.code(), Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE);
-                    if connection_lost(&e) || self.client.as_ref().is_some_and(|c| c.is_closed()) {
+                    // run again. So did a connection lost before COMMIT was sent (the server ended
+                    // the session, restarted, or the connection was idle-closed): nothing of the
+                    // batch can have been committed, so it runs again on a new connection. Lost at
+                    // COMMIT, the commit may or may not have happened: the batch fails, its callers
+                    // answer 503 and the submitters retry, which the content hash makes idempotent.
+                    let lost = connection_lost(&e) || self.client.as_ref().is_some_and(|c| c.is_closed());
+                    let retry = matches!(e.code(), Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE)
+                        || (lost && !at_commit);
+                    if lost {
                         self.client = None;
                     }
                     attempt += 1;
@@ -202,8 +206,21 @@ impl BatchWriter for PgWriter {
     }
 }
 
+/// A failed batch, and whether it failed at COMMIT (the one point where a lost connection leaves
+/// unknown whether the rows were committed).
+struct BatchError {
+    error: postgres::Error,
+    at_commit: bool,
+}
+
+impl From<postgres::Error> for BatchError {
+    fn from(error: postgres::Error) -> BatchError {
+        BatchError { error, at_commit: false }
+    }
+}
+
 /// One transaction for a batch, rows in content-hash order (see the module comment).
-fn commit_batch(client: &mut Client, jobs: &[Job]) -> Result<Vec<Result<Inserted, StoreError>>, postgres::Error> {
+fn commit_batch(client: &mut Client, jobs: &[Job]) -> Result<Vec<Result<Inserted, StoreError>>, BatchError> {
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| jobs[a].0.content_hash.cmp(&jobs[b].0.content_hash));
     let mut tx = client.transaction()?;
@@ -238,7 +255,7 @@ fn commit_batch(client: &mut Client, jobs: &[Job]) -> Result<Vec<Result<Inserted
     if created > 0 {
         tx.execute("UPDATE headroom_meta SET submissions = submissions + $1", &[&created])?;
     }
-    tx.commit()?;
+    tx.commit().map_err(|error| BatchError { error, at_commit: true })?;
     Ok(results.into_iter().map(|r| r.expect("every row answered")).collect())
 }
 

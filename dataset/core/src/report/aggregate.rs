@@ -194,9 +194,10 @@ pub fn aggregate(reports: &[(String, Report, Origin)]) -> Vec<Aggregate> {
                 out.extend(aggregate_one(gpu, kind.id.to_string(), kind, &mine, &groups, &all));
                 continue;
             }
-            let drivers: BTreeSet<&str> = mine.iter().map(|(_, r, _)| r.device.driver_cuda_version.as_str()).collect();
+            // `13.00` and `13.0` are one branch.
+            let drivers: BTreeSet<String> = mine.iter().map(|(_, r, _)| cuda_branch(&r.device.driver_cuda_version)).collect();
             for d in drivers {
-                let these: Vec<usize> = (0..mine.len()).filter(|&i| mine[i].1.device.driver_cuda_version == d).collect();
+                let these: Vec<usize> = (0..mine.len()).filter(|&i| cuda_branch(&mine[i].1.device.driver_cuda_version) == d).collect();
                 out.extend(aggregate_one(gpu, format!("{}@cuda{d}", kind.id), kind, &mine, &groups, &these));
             }
         }

@@ -146,8 +146,60 @@ pub const MAX_DEVICE_INDEX: u64 = 1024;
 /// that each cross into the driver; the fastest in the reference report is 2 µs).
 pub const MIN_LATENCY_US: f64 = 0.05;
 
-/// A matched GPU reporting less than this share of its catalog capacity is not that GPU.
-pub const MIN_CAPACITY_SHARE: f64 = 0.5;
+/// A matched GPU reporting less than this share of its catalog capacity is not that GPU. What a
+/// real card keeps from its nominal size is small: the real H200 report has 99.2 % of its 141
+/// GiB, GDDR cards with ECC switched on keep back one sixteenth (6.25 %); 85 % leaves room for both.
+pub const MIN_CAPACITY_SHARE: f64 = 0.85;
+
+/// A CUDA context takes at most this share of the card (the real H200's took 0.37 %; a small
+/// card's context of a few hundred MiB is well under a quarter of it).
+pub const MAX_CONTEXT_SHARE: f64 = 0.25;
+
+/// The largest single allocation is at least this share of the usable memory: the driver maps
+/// physical pages wherever they are, so one allocation can take nearly all that is free (the
+/// real H200's largest was 99.97 % of its usable memory).
+pub const MIN_LARGEST_SHARE: f64 = 0.25;
+
+/// No host↔device copy over any link a CUDA GPU sits on (PCIe 1.0 ×1 moves 0.25 GB/s) is slower.
+pub const MIN_HOST_LINK_GBS: f64 = 0.1;
+
+/// Device-to-device copies reach at least this share of the catalog's memory bandwidth (the real
+/// H200 copied at 44 % of its 4.8 TB/s); for a GPU the catalog does not know, [`MIN_DEVICE_GBS`].
+pub const MIN_DEVICE_SHARE: f64 = 0.1;
+pub const MIN_DEVICE_GBS: f64 = 5.0;
+
+/// The bandwidth is timed over copies of at least this many bytes (the probe copies 256 MiB, less
+/// only on a card with under 1 GiB free).
+pub const MIN_BANDWIDTH_BYTES: u64 = 1 << 20;
+
+/// An allocation this many times larger than another cannot take less than half its time: the
+/// driver maps every page of it (the real H200 took 24 µs for 2 MiB and 30 ms for 8 GiB).
+pub const LATENCY_SIZE_RATIO: u64 = 1024;
+
+/// The oldest driver the probe runs on: its pool measurements call `cuMemAllocAsync` and the
+/// memory-pool API, which CUDA 11.2 introduced (CUDA Driver API reference, "Stream Ordered Memory
+/// Allocator").
+pub const MIN_DRIVER_CUDA: (u32, u32) = (11, 2);
+
+/// The first CUDA release that supports each architecture the catalog holds by compute
+/// capability: Ada (8.9) and Hopper (9.0) arrived with CUDA 11.8, Blackwell (10.0, 12.0) with
+/// CUDA 12.8 (the CUDA Toolkit release notes of each version). A driver older than its GPU cannot
+/// run it.
+pub const FIRST_CUDA_FOR: &[(&str, (u32, u32))] = &[("8.9", (11, 8)), ("9.0", (11, 8)), ("10.0", (12, 8)), ("12.0", (12, 8))];
+
+/// `MAJOR.MINOR` as numbers (`13.00` and `13.0` are one version); None when it is not one.
+pub fn cuda_version(v: &str) -> Option<(u32, u32)> {
+    let (a, b) = v.trim().split_once('.')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// The driver branch a report belongs to, written one way: `13.00` and `13.0` are `13.0`.
+pub fn cuda_branch(v: &str) -> String {
+    match cuda_version(v) {
+        Some((a, b)) => format!("{a}.{b}"),
+        None => v.to_string(),
+    }
+}
 
 /// Usable memory below this share of the total is flagged for the reviewer (other processes held
 /// the GPU during the run, or the value is made up).
@@ -166,7 +218,9 @@ pub(super) fn newer_than_this_build(version: &str) -> bool {
     };
     match (parse(version), parse(env!("CARGO_PKG_VERSION"))) {
         (Some(v), Some(me)) => v > me,
-        _ => false,
+        // Digits too many for a number are no version this build could have released.
+        (None, _) => true,
+        (Some(_), None) => false,
     }
 }
 
@@ -209,7 +263,7 @@ pub fn review_notes(r: &Report) -> Vec<String> {
             m.usable_bytes as f64 / m.total_bytes as f64 * 100.0
         ));
     }
-    let major = r.device.driver_cuda_version.split('.').next().and_then(|x| x.parse::<u32>().ok());
+    let major = cuda_version(&r.device.driver_cuda_version).map(|(m, _)| m);
     if major.is_some_and(|m| m > NEWEST_CUDA_MAJOR) {
         out.push(format!("driver CUDA version {} is newer than any this build knows (up to {NEWEST_CUDA_MAJOR}.x)", quote(&r.device.driver_cuda_version)));
     }
@@ -274,6 +328,26 @@ fn identity_problems(r: &Report, out: &mut Vec<String>) {
     if r.device.index > MAX_DEVICE_INDEX {
         out.push(format!("$.device.index: {} is not a device index", r.device.index));
     }
+    let driver = &r.device.driver_cuda_version;
+    match cuda_version(driver) {
+        None => out.push(format!("$.device.driver_cuda_version: {} is not a CUDA version", quote(driver))),
+        Some(v) if v < MIN_DRIVER_CUDA => out.push(format!(
+            "$.device.driver_cuda_version: {} is older than CUDA {}.{}, whose memory-pool calls the probe makes",
+            quote(driver),
+            MIN_DRIVER_CUDA.0,
+            MIN_DRIVER_CUDA.1
+        )),
+        Some(v) => {
+            if let Some((cc, first)) = FIRST_CUDA_FOR.iter().find(|(cc, _)| *cc == r.device.compute_capability).filter(|(_, first)| v < *first) {
+                out.push(format!(
+                    "$.device.driver_cuda_version: {} is older than CUDA {}.{}, the first to support compute capability {cc}",
+                    quote(driver),
+                    first.0,
+                    first.1
+                ));
+            }
+        }
+    }
 }
 
 /// Total memory against the catalog GPU (or any GPU), and every memory figure within it.
@@ -288,7 +362,14 @@ fn capacity_problems(r: &Report, gpu: Option<&Gpu>, out: &mut Vec<String>) {
         Some(g) => {
             let nominal = g.memory_gb * GIB;
             if (total as f64) < nominal * MIN_CAPACITY_SHARE {
-                out.push(format!("$.memory.total_bytes: {} is less than half the {} GB the {} has ({}): not this GPU", gib(total), g.memory_gb, g.name, g.id));
+                out.push(format!(
+                    "$.memory.total_bytes: {} is less than {:.0} % of the {} GB the {} has ({}): not this GPU",
+                    gib(total),
+                    MIN_CAPACITY_SHARE * 100.0,
+                    g.memory_gb,
+                    g.name,
+                    g.id
+                ));
             }
             if total as f64 > nominal * (1.0 + CAPACITY_SLACK) {
                 out.push(format!("$.memory.total_bytes: {} is above the {} GB the {} has ({})", gib(total), g.memory_gb, g.name, g.id));
@@ -315,6 +396,21 @@ fn capacity_problems(r: &Report, gpu: Option<&Gpu>, out: &mut Vec<String>) {
         if v > total {
             out.push(format!("$.memory.{field}: {} is above total_bytes ({})", gib(v), gib(total)));
         }
+    }
+    if m.context_bytes as f64 > total as f64 * MAX_CONTEXT_SHARE {
+        out.push(format!(
+            "$.memory.context_bytes: {} is more than {:.0} % of the card: no CUDA context takes that much",
+            gib(m.context_bytes),
+            MAX_CONTEXT_SHARE * 100.0
+        ));
+    }
+    if m.largest_allocation_bytes == 0 || (m.largest_allocation_bytes as f64) < m.usable_bytes as f64 * MIN_LARGEST_SHARE {
+        out.push(format!(
+            "$.memory.largest_allocation_bytes: {} is less than {:.0} % of usable_bytes ({}): one allocation can take nearly all free memory",
+            gib(m.largest_allocation_bytes),
+            MIN_LARGEST_SHARE * 100.0,
+            gib(m.usable_bytes)
+        ));
     }
     if m.usable_bytes > m.free_bytes_with_context && m.free_bytes_with_context <= total {
         out.push(format!("$.memory.usable_bytes: {} is above free_bytes_with_context ({})", gib(m.usable_bytes), gib(m.free_bytes_with_context)));
@@ -362,6 +458,19 @@ fn timing_problems(r: &Report, out: &mut Vec<String>) {
             latency(format!("$.vmm.map[{i}].{f}"), us);
         }
     }
+    // A much larger allocation is not much faster than a small one.
+    for (i, big) in r.latency.iter().enumerate() {
+        let faster = r.latency.iter().find(|small| small.bytes.saturating_mul(LATENCY_SIZE_RATIO) <= big.bytes && big.alloc_us < small.alloc_us * 0.5);
+        if let Some(small) = faster {
+            out.push(format!(
+                "$.latency[{i}].alloc_us: {} µs for {} is less than half the {} µs taken for {}: a larger allocation maps more pages",
+                big.alloc_us,
+                gib(big.bytes),
+                small.alloc_us,
+                gib(small.bytes)
+            ));
+        }
+    }
     // Sizes and sample counts.
     let mut sized = |field: String, bytes: u64, samples: Option<u64>| {
         if bytes > total {
@@ -381,6 +490,9 @@ fn timing_problems(r: &Report, out: &mut Vec<String>) {
         sized(format!("$.vmm.map[{i}]"), v.bytes, Some(v.samples));
     }
     sized("$.bandwidth".to_string(), r.bandwidth.bytes, None);
+    if r.vmm.granularity_bytes < 4096 || !r.vmm.granularity_bytes.is_power_of_two() {
+        out.push(format!("$.vmm.granularity_bytes: {} is not a page size (a power of two of at least 4 KiB)", r.vmm.granularity_bytes));
+    }
     if r.vmm.granularity_bytes > total {
         out.push(format!("$.vmm.granularity_bytes: {} is above total_bytes", gib(r.vmm.granularity_bytes)));
     }
@@ -401,16 +513,20 @@ fn bandwidth_problems(r: &Report, gpu: Option<&Gpu>, out: &mut Vec<String>) {
         ("h2d_pageable_gbs", b.h2d_pageable_gbs),
         ("d2h_pageable_gbs", b.d2h_pageable_gbs),
     ] {
-        if !(v > 0.0) {
-            out.push(format!("$.bandwidth.{field}: must be above 0"));
+        if !(v >= MIN_HOST_LINK_GBS) {
+            out.push(format!("$.bandwidth.{field}: {v} GB/s is slower than any host link (at least {MIN_HOST_LINK_GBS} GB/s)"));
         } else if v > link_max * (1.0 + BANDWIDTH_SLACK) {
             out.push(format!("$.bandwidth.{field}: {v:.1} GB/s is above {link_what}"));
         }
     }
     let mem = gpu.and_then(|g| g.bandwidth_gbs.map(|bw| (bw, format!("the {}'s memory bandwidth ({bw} GB/s)", g.name))));
     let (mem_max, mem_what) = mem.unwrap_or((MAX_DEVICE_GBS, format!("any GPU's memory bandwidth ({MAX_DEVICE_GBS} GB/s)")));
-    if !(b.d2d_gbs > 0.0) {
-        out.push("$.bandwidth.d2d_gbs: must be above 0".to_string());
+    let mem_min = gpu.and_then(|g| g.bandwidth_gbs).map_or(MIN_DEVICE_GBS, |bw| bw * MIN_DEVICE_SHARE);
+    if b.bytes < MIN_BANDWIDTH_BYTES {
+        out.push(format!("$.bandwidth.bytes: {} bytes is too few to time a copy's bandwidth (at least 1 MiB)", b.bytes));
+    }
+    if !(b.d2d_gbs >= mem_min) {
+        out.push(format!("$.bandwidth.d2d_gbs: {} GB/s is below {mem_min:.1} GB/s, the least a device copy reaches here", b.d2d_gbs));
     } else if b.d2d_gbs > mem_max * (1.0 + BANDWIDTH_SLACK) {
         out.push(format!("$.bandwidth.d2d_gbs: {:.1} GB/s is above {mem_what}", b.d2d_gbs));
     }

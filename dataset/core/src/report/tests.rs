@@ -105,7 +105,7 @@ fn impossible_latencies_capacities_and_versions_are_refused() {
                 v["memory"][f] = json!(30u64 << 30);
             }
         },
-        "less than half",
+        "less than 85 %",
     );
     refused(&|v| v["probe_version"] = json!("99.0.0"), "newer than any probe released");
     // Flagged, not refused: a driver newer than this build knows, usable far below total.
@@ -515,4 +515,86 @@ fn ten_thousand_malformed_documents_are_all_refused_without_panicking() {
             Err(e) => assert!(!e.message().is_empty()),
         }
     }
+}
+
+/// Values no real run of the probe can produce, each on the real H200 report. Every one must be
+/// refused (issue 40 point 6: 36 of 55 such variants were accepted, 27 without a review note).
+fn absurd_variants() -> Vec<(&'static str, Box<dyn Fn(&mut Value)>)> {
+    let scale_memory = |gib: u64| {
+        move |v: &mut Value| {
+            v["memory"]["total_bytes"] = json!(gib << 30);
+            for f in ["free_bytes_with_context", "free_bytes_after", "usable_bytes", "largest_allocation_bytes"] {
+                v["memory"][f] = json!((gib - 1) << 30);
+            }
+            // The fragmentation experiment's figures within the smaller card.
+            v["fragmentation"]["blocks"] = json!(gib * 4 / 5);
+            v["fragmentation"]["free_bytes"] = json!((gib / 2) << 30);
+            v["fragmentation"]["largest_bytes"] = json!((gib / 2) << 30);
+        }
+    };
+    vec![
+        ("a probe version past u64", Box::new(|v: &mut Value| v["probe_version"] = json!("99999999999999999999999.0.0"))),
+        ("a probe version with a huge patch", Box::new(|v: &mut Value| v["probe_version"] = json!("0.1.99999999999999999999999"))),
+        ("71 GiB on an H200", Box::new(scale_memory(71))),
+        ("100 GiB on an H200", Box::new(scale_memory(100))),
+        ("a context as large as the card", Box::new(|v: &mut Value| v["memory"]["context_bytes"] = v["memory"]["total_bytes"].clone())),
+        ("a context of half the card", Box::new(|v: &mut Value| v["memory"]["context_bytes"] = json!(70u64 << 30))),
+        ("a largest allocation of 0", Box::new(|v: &mut Value| v["memory"]["largest_allocation_bytes"] = json!(0))),
+        ("a largest allocation of 1 MiB", Box::new(|v: &mut Value| v["memory"]["largest_allocation_bytes"] = json!(1u64 << 20))),
+        ("pinned upload at 1e-9 GB/s", Box::new(|v: &mut Value| v["bandwidth"]["h2d_pinned_gbs"] = json!(1e-9))),
+        ("pinned download at 0.001 GB/s", Box::new(|v: &mut Value| v["bandwidth"]["d2h_pinned_gbs"] = json!(0.001))),
+        ("pageable upload at 0.001 GB/s", Box::new(|v: &mut Value| v["bandwidth"]["h2d_pageable_gbs"] = json!(0.001))),
+        ("pageable download at 1e-6 GB/s", Box::new(|v: &mut Value| v["bandwidth"]["d2h_pageable_gbs"] = json!(1e-6))),
+        ("device copies at 0.5 GB/s", Box::new(|v: &mut Value| v["bandwidth"]["d2d_gbs"] = json!(0.5))),
+        ("device copies at 50 GB/s on an H200", Box::new(|v: &mut Value| v["bandwidth"]["d2d_gbs"] = json!(50.0))),
+        ("an 8 GiB allocation faster than a 2 MiB one", Box::new(|v: &mut Value| v["latency"][6]["alloc_us"] = json!(1.0))),
+        ("a 2 GiB allocation faster than a 2 MiB one", Box::new(|v: &mut Value| v["latency"][5]["alloc_us"] = json!(2.0))),
+        ("driver CUDA 1.0 on an H200", Box::new(|v: &mut Value| v["device"]["driver_cuda_version"] = json!("1.0"))),
+        ("driver CUDA 0.0", Box::new(|v: &mut Value| v["device"]["driver_cuda_version"] = json!("0.0"))),
+        ("driver CUDA 11.0 on an H200 (Hopper needs 11.8)", Box::new(|v: &mut Value| v["device"]["driver_cuda_version"] = json!("11.0"))),
+        ("driver CUDA 11.1, before the pool API the probe calls", Box::new(|v: &mut Value| v["device"]["driver_cuda_version"] = json!("11.1"))),
+        (
+            "a VMM granularity of 1 byte",
+            Box::new(|v: &mut Value| {
+                v["vmm"]["granularity_bytes"] = json!(1);
+                v["vmm"]["recommended_granularity_bytes"] = json!(1);
+            }),
+        ),
+        (
+            "a VMM granularity that is no power of two",
+            Box::new(|v: &mut Value| {
+                v["vmm"]["granularity_bytes"] = json!(3_000_000);
+                v["vmm"]["recommended_granularity_bytes"] = json!(3_000_000);
+            }),
+        ),
+        ("bandwidth timed on 1 byte", Box::new(|v: &mut Value| v["bandwidth"]["bytes"] = json!(1))),
+    ]
+}
+
+#[test]
+fn absurd_values_are_refused_not_queued() {
+    let cat = catalog();
+    let accepted: Vec<String> = absurd_variants()
+        .into_iter()
+        .filter_map(|(what, edit)| {
+            let mut v = example();
+            edit(&mut v);
+            match check_value(&v, &cat) {
+                Ok(c) => Some(format!("{what} (review notes: {:?})", review_notes(&c.report))),
+                Err(r) => {
+                    eprintln!("{what}: {:?}", r.problems());
+                    None
+                }
+            }
+        })
+        .collect();
+    assert!(accepted.is_empty(), "{} of {} absurd variants accepted:\n{}", accepted.len(), absurd_variants().len(), accepted.join("\n"));
+}
+
+#[test]
+fn one_driver_version_is_one_branch_however_it_is_written() {
+    assert_eq!(cuda_branch("13.00"), "13.0");
+    assert_eq!(cuda_branch("13.0"), "13.0");
+    assert_eq!(cuda_branch("012.08"), "12.8");
+    assert_eq!(cuda_branch("12.10"), "12.10");
 }
