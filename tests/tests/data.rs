@@ -65,3 +65,140 @@ fn every_seed_quote_is_verbatim_in_its_seed() {
     let problems = headroom_core::check::seed_quotes(ds, &texts[1..]);
     assert!(problems.iter().any(|(who, why)| who == &texts[0].0 && why.contains("missing")), "{problems:?}");
 }
+
+/// Issue 40, point 13: a measurement says where it was made. A setting's effect depends on the
+/// platform (expandable segments do nothing on Windows builds), so every claim that rests on a
+/// measurement, or reports one, names its platform in `conditions.platform`.
+#[test]
+fn every_measurement_claim_states_its_platform() {
+    let missing: Vec<&str> = loaded()
+        .dataset
+        .claims
+        .iter()
+        .filter(|c| c.id.contains("measure") || c.sources.iter().any(|s| s.kind == SourceKind::Measurement))
+        .filter(|c| c.conditions.get("platform").map_or(true, |p| p.trim().is_empty()))
+        .map(|c| c.id.as_str())
+        .collect();
+    assert!(missing.is_empty(), "measurement claims without conditions.platform: {missing:?}");
+}
+
+/// Issue 40, point 13: no two live claims judge the same thing. Two claims from the same seed with
+/// the same value on the same models and GPUs, or two derivations of the same value from the same
+/// catalog reads, are one claim (merge them with `replaces`).
+#[test]
+fn no_two_claims_are_duplicates() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let ds = &loaded().dataset;
+    let calls = regex_lite_calls;
+    let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+    let mut dups = Vec::new();
+    for c in &ds.claims {
+        let mut keys = Vec::new();
+        if let Some(v) = &c.value {
+            let seeds: BTreeSet<&str> = c.origins.iter().filter_map(|o| o.seed.as_deref()).collect();
+            if !seeds.is_empty() {
+                let (mut m, mut g) = (c.models.clone(), c.gpus.clone());
+                m.sort();
+                g.sort();
+                keys.push(format!("seed {seeds:?} {:?} {:?} {:?} {} {m:?} {g:?}", v.number, v.min, v.max, v.unit));
+            }
+        }
+        // A claim with one derivation is that derivation (several make a table of cases, not a duplicate).
+        let derivations: Vec<_> = c.sources.iter().filter(|s| s.kind == SourceKind::Derivation).collect();
+        // Only a verified claim's derivation is its own value (a contradicted one derives the correction).
+        if let ([s], Verdict::Verified) = (&derivations[..], c.verdict) {
+            if let (Some(compute), Some(expect)) = (&s.compute, s.expect) {
+                let reads = calls(compute);
+                if !reads.is_empty() {
+                    keys.push(format!("derived {expect} {:?} {reads:?}", s.unit));
+                }
+            }
+        }
+        keys.push(format!("statement {}", c.statement.en.trim().to_lowercase()));
+        for k in keys {
+            if let Some(other) = seen.insert(k.clone(), &c.id) {
+                if other != c.id {
+                    dups.push(format!("{other} / {} ({k})", c.id));
+                }
+            }
+        }
+    }
+    assert!(dups.is_empty(), "duplicate claims: {dups:#?}");
+}
+
+/// The catalog reads of a derivation (`params(m, role)`, `cfg(m, field)`, …), spaces removed, as a set.
+fn regex_lite_calls(compute: &str) -> std::collections::BTreeSet<String> {
+    let s: String = compute.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut out = std::collections::BTreeSet::new();
+    let b = s.as_bytes();
+    for (i, ch) in s.char_indices() {
+        if ch == '(' && i > 0 && (b[i - 1] as char).is_ascii_alphanumeric() {
+            let start = s[..i].rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map_or(0, |p| p + 1);
+            if let Some(end) = s[i..].find(')') {
+                out.insert(s[start..i + end + 1].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Issue 40, point 11: PYTORCH_ALLOC_CONF is read by the CUDA allocator only from PyTorch 2.10
+/// (2.9.1 ignores it, pytorch#183387). Every claim and tool flag that names it says which releases
+/// read which name (a version number in its note, correction, conditions or effect).
+#[test]
+fn claims_naming_pytorch_alloc_conf_say_which_versions_read_it() {
+    let ds = &loaded().dataset;
+    let has_version = |t: &str| t.split(|c: char| !(c.is_ascii_digit() || c == '.')).any(|w| w.starts_with("2.") && w.len() > 2);
+    let mut vague = Vec::new();
+    for c in &ds.claims {
+        let text = format!("{} {} {}", c.statement.en, c.note.en, c.correction.as_ref().map_or("", |t| t.en.as_str()));
+        if !text.contains("PYTORCH_ALLOC_CONF") {
+            continue;
+        }
+        let context =
+            format!("{} {} {}", c.note.en, c.correction.as_ref().map_or("", |t| t.en.as_str()), c.conditions.values().cloned().collect::<Vec<_>>().join(" "));
+        if !has_version(&context) {
+            vague.push(c.id.clone());
+        }
+    }
+    for t in &ds.tools {
+        for f in t.flags.iter().filter(|f| f.name == "PYTORCH_ALLOC_CONF") {
+            if !has_version(&f.effect.en) {
+                vague.push(format!("{} flag {}", t.id, f.name));
+            }
+        }
+    }
+    assert!(vague.is_empty(), "name PYTORCH_ALLOC_CONF without the releases that read it: {vague:?}");
+    let c = ds.claims.iter().find(|c| c.id == "pytorch-alloc-conf-versions").expect("the claim on which releases read which name");
+    assert_eq!(c.verdict, Verdict::Verified);
+}
+
+/// Issue 40, point 13: a claim is no weaker than the dataset's own evidence. The diffusers SD3 page
+/// (a primary source the dataset already cited) gives T5-XXL's 4.7B parameters, so the derivation
+/// of FLUX.1's T5-XXL weights reads only primary inputs and verifies the figure.
+#[test]
+fn flux_t5xxl_weights_are_verified_by_derivation_from_primary_inputs() {
+    let ds = &loaded().dataset;
+    let c = ds.claims.iter().find(|c| c.id == "flux-t5xxl-16bit-9.5gb-fp8-5gb").unwrap();
+    assert_eq!(c.verdict, Verdict::Verified);
+    assert!(c.sources.iter().any(|s| s.kind == SourceKind::Derivation));
+    assert_eq!(headroom_core::check::community_inputs(c, ds), Vec::<String>::new());
+}
+
+/// Issue 40, point 13: an MLPerf/MLCommons system description is not a primary source for a GPU's
+/// memory size (NVIDIA's own file lists the 24 GB A10 at 16 GB); no such file backs `memory_gb`.
+#[test]
+fn no_catalog_gpu_memory_rests_on_an_mlperf_system_file() {
+    let mut wrong = Vec::new();
+    for g in &loaded().dataset.gpus {
+        for (i, s) in std::iter::once(&g.source).chain(&g.extra_sources).enumerate() {
+            let system_file = s.url.as_deref().is_some_and(|u| u.to_lowercase().contains("mlcommons")) || s.title.contains("MLPerf");
+            // The main source backs every field unless it lists `backs`; an extra source only what it lists.
+            let backs_memory = if s.backs.is_empty() { i == 0 } else { s.backs.iter().any(|b| b == "memory_gb") };
+            if system_file && backs_memory {
+                wrong.push(format!("{}: {}", g.id, s.title));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "GPU memory backed by an MLPerf system file: {wrong:#?}");
+}
