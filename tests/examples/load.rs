@@ -6,7 +6,7 @@
 //!   cargo run --release -p headroom-e2e --example load -- --n 20000 --concurrency 64
 //!
 //! Options: `--n N` (20000), `--concurrency C` (64), `--server URL` (a running server, e.g.
-//! `http://127.0.0.1:8080`, started with `--rate-limit 0`, instead of starting one),
+//! `http://127.0.0.1:8080`, started with `--rate-limit 0 --max-pending-per-network 0`, instead of starting one),
 //! `--duplicates` (one report N times: the dedupe path; answers 201 once, then 200).
 
 use std::io::{BufRead, BufReader};
@@ -99,7 +99,7 @@ fn start_server(tmp: &std::path::Path, concurrency: usize) -> (String, std::proc
     // Every simulated client comes from 127.0.0.1: lift the per-client limits.
     let cap = (concurrency + 16).to_string();
     let mut child = Command::new(target.join("release/dataset"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--rate-limit", "0", "--max-connections-per-client", &cap, "--db"])
+        .args(["serve", "--addr", "127.0.0.1:0", "--rate-limit", "0", "--max-pending-per-network", "0", "--max-connections-per-client", &cap, "--db"])
         .arg(tmp.join("load.sqlite3"))
         .arg("--site")
         .arg(&site)

@@ -89,6 +89,8 @@ fn report(install: u64, n: u64) -> Value {
     v["device"]["install_id"] = json!(hex32(install));
     v["device"]["uuid_hash"] = json!(hex32(install + 1_000_000));
     v["run_seconds"] = json!(30.0 + n as f64 / 1000.0);
+    // Each install's run measures a little differently (identical measurements are one run).
+    v["bandwidth"]["d2d_gbs"] = json!(2000.0 + ((install * 1000 + n) % 50_000) as f64 / 1000.0);
     v
 }
 
@@ -293,7 +295,7 @@ fn health_says_when_writes_fail() {
     let tmp = TempDir::new("abuse-health");
     // A database capped at 1 MiB stands in for a full disk: SQLite answers "database or disk is
     // full" (SQLITE_FULL) to the writes past it, as it does when the disk fills.
-    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "0", "--max-db-mib", "1"]);
+    let server = Ingest::start(&tmp.path().join("db.sqlite3"), &["--rate-limit", "0", "--max-pending-per-network", "0", "--max-db-mib", "1"]);
     let health_url = format!("{}/api/v1/health", server.url);
     let h = get(&health_url);
     assert_eq!((h.status, h.json["database"].as_str(), h.json["writes"].as_str()), (200, Some("ok"), Some("ok")), "{}", h.raw);
@@ -462,7 +464,7 @@ fn three_install_ids_from_one_network_are_one_submitter_and_cannot_change_a_publ
     // The reviewer sees them as one cluster, with short opaque tags and no install id.
     let (ok, out, err) = dataset_cmd(&["review", "--db", &dbs]);
     assert!(ok, "{err}");
-    assert!(out.contains("cluster: 3 reports, 1 prefix (") && out.contains("3 install ids"), "{out}");
+    assert!(out.contains("(network): 3 reports, 1 prefix (") && out.contains("3 install ids"), "{out}");
     for id in &fake {
         assert!(out.contains(id.as_str()), "{out}");
     }
@@ -478,6 +480,19 @@ fn three_install_ids_from_one_network_are_one_submitter_and_cannot_change_a_publ
     assert!(!doc.raw.contains("prefix") && !doc.raw.contains("agent_tag"), "{}", doc.raw);
     let text = std::fs::read_to_string(data.join("measurements/aggregates.toml")).unwrap();
     assert!(!text.contains("prefix_tag") && !text.contains("100.70.9"), "{text}");
+    // The reviewer rejects the whole cluster in one step, by the id the list shows.
+    let (_, out, _) = dataset_cmd(&["review", "--db", &dbs]);
+    let line = out.lines().find(|l| l.contains("(network): 3 reports")).unwrap_or_else(|| panic!("{out}"));
+    let cluster = line.split_whitespace().nth(1).unwrap();
+    let (ok, out, err) = dataset_cmd(&["review", "--db", &dbs, "--reject-cluster", cluster, "--reason", "one script, three install ids"]);
+    assert!(ok && out.contains("3 submission(s) rejected"), "{out}{err}");
+    for id in &fake {
+        let doc = get(&format!("{}/{id}", server.submissions()));
+        assert_eq!((doc.json["status"].as_str(), doc.json["reason"].as_str()), (Some("rejected"), Some("one script, three install ids")), "{}", doc.raw);
+    }
+    assert_eq!(published_usable(tmp.path(), &dbs, &ds), (4, 149_500_000_000.0), "the real four remain");
+    let (ok, _, err) = dataset_cmd(&["review", "--db", &dbs, "--reject-cluster", "00000000", "--reason", "x"]);
+    assert!(!ok && err.contains("no cluster `00000000`"), "{err}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -658,4 +673,50 @@ fn the_recipes_secret_command_works_as_written() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("can be read by other users") && err.contains("chmod 600"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// (m) The review queue
+// ---------------------------------------------------------------------------------------------
+
+/// Issue 40 point 7: one address could leave 43,210 maximal reports a day in the review queue.
+/// One network now leaves at most `--max-pending-per-network` a UTC day; past it 429 with a
+/// Retry-After until midnight; other networks are not affected; a review frees the place.
+#[test]
+fn one_network_leaves_at_most_its_share_in_the_review_queue() {
+    let tmp = TempDir::new("abuse-queue");
+    let db = tmp.path().join("db.sqlite3");
+    let server = Ingest::start(&db, &["--rate-limit", "0", "--max-pending-per-network", "3"]);
+    let body = |n| serde_json::to_vec(&report(43, n)).unwrap();
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let a = post_json(&server.submissions(), &body(n));
+        assert_eq!(a.status, 201, "{}", a.raw);
+        ids.push(a.json["id"].as_str().unwrap().to_string());
+    }
+    let request = |from: &str, n: u64| {
+        let b = body(n);
+        let req = format!(
+            "POST /api/v1/submissions HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+            server.addr,
+            b.len(),
+            String::from_utf8_lossy(&b)
+        );
+        raw_request(server.addr, from.parse().unwrap(), &req)
+    };
+    // Another address of the same /24 is the same network.
+    let full = request("127.0.0.9", 10);
+    assert!(full.starts_with("HTTP/1.1 429") && full.contains("rate_limited") && full.to_ascii_lowercase().contains("retry-after:"), "{full}");
+    let secs: u64 = full.to_ascii_lowercase().split("retry-after:").nth(1).unwrap().trim().split_whitespace().next().unwrap().parse().unwrap();
+    assert!((1..=86_400).contains(&secs), "{secs}");
+    // Another network is served.
+    assert!(request("127.0.5.9", 11).starts_with("HTTP/1.1 201"));
+    // A reviewed report leaves the queue and makes room.
+    let out = std::process::Command::new(headroom_e2e::bin("dataset", "dataset"))
+        .args(["review", "--db", db.to_str().unwrap(), "--accept", &ids[0]])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(request("127.0.0.9", 12).starts_with("HTTP/1.1 201"));
+    assert!(request("127.0.0.9", 13).starts_with("HTTP/1.1 429"));
 }

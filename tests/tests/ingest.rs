@@ -36,9 +36,9 @@ impl Ingest {
         Ingest { url: server.url.clone(), server, _site: site }
     }
 
-    /// Without a rate limit (most tests send many documents from one address).
+    /// Without a rate limit or a queue cap (most tests send many documents from one address).
     fn unlimited(db: &Path) -> Ingest {
-        Ingest::start(db, &["--rate-limit", "0"])
+        Ingest::start(db, &["--rate-limit", "0", "--max-pending-per-network", "0"])
     }
 
     /// On a test database of either backend.
@@ -50,7 +50,7 @@ impl Ingest {
     }
 
     fn unlimited_on(db: &TestDb) -> Ingest {
-        Ingest::on(db, &["--rate-limit", "0"])
+        Ingest::on(db, &["--rate-limit", "0", "--max-pending-per-network", "0"])
     }
 
     fn submissions(&self) -> String {
@@ -132,7 +132,15 @@ fn report(install: u64, n: u64) -> Value {
     v["device"]["install_id"] = json!(hex32(install));
     v["device"]["uuid_hash"] = json!(hex32(install + 1_000_000));
     v["run_seconds"] = json!(30.0 + (n % 100_000) as f64 / 1000.0);
+    own_run(&mut v, install, n);
     v
+}
+
+/// Each submitter's run measures a little differently (identical measurements are one run
+/// replayed, counted once): the device copy bandwidth moves by a thousandth of a GB/s.
+fn own_run(v: &mut Value, install: u64, n: u64) {
+    let d2d = v["bandwidth"]["d2d_gbs"].as_f64().unwrap();
+    v["bandwidth"]["d2d_gbs"] = json!(d2d + ((install * 1000 + n % 1000) % 100_000) as f64 / 1000.0);
 }
 
 /// The same for a report an older probe wrote (schema 1, a real H200 run, no allocator check).
@@ -143,6 +151,7 @@ fn report_v1(install: u64, n: u64) -> Value {
     v["device"]["install_id"] = json!(hex32(install));
     v["device"]["uuid_hash"] = json!(hex32(install + 1_000_000));
     v["run_seconds"] = json!(20.0 + (n % 100_000) as f64 / 1000.0);
+    own_run(&mut v, install, n);
     v
 }
 
@@ -785,9 +794,10 @@ fn review_and_aggregate(db: &TestDb) {
     }
 
     // A claim citing the aggregate: three independent submitters over days whose median agrees
-    // make it qualified; crowd measurements alone never make it verified.
+    // are shown with it, but crowd measurements alone give it no verdict (unverified passes;
+    // verified, qualified or contradicted need evidence of another kind too).
     let claim = |verdict: &str, gib: f64| {
-        let correction = if verdict == "verified" {
+        let correction = if verdict == "verified" || verdict == "unverified" {
             String::new()
         } else {
             r#"correction = { pt = "a", es = "b", zh = "c", it = "d", en = "Measured by probe submissions only." }"#.to_string()
@@ -816,19 +826,21 @@ why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "aggregated probe submissi
 "#
         )
     };
-    std::fs::write(data.join("claims/zz-measured.toml"), claim("qualified", 139.27)).unwrap();
+    std::fs::write(data.join("claims/zz-measured.toml"), claim("unverified", 139.27)).unwrap();
     let (ok, out, err) = dataset(&["check", "--data", &ds]);
     assert!(ok, "{out}{err}\naggregates:\n{text}");
     assert!(!out.contains("review claim"), "{out}");
-    std::fs::write(data.join("claims/zz-measured.toml"), claim("verified", 139.27)).unwrap();
-    let (ok, _, err) = dataset(&["check", "--data", &ds]);
-    assert!(!ok && err.contains("crowd measurements alone"), "{err}");
+    for verdict in ["verified", "qualified", "contradicted"] {
+        std::fs::write(data.join("claims/zz-measured.toml"), claim(verdict, 139.27)).unwrap();
+        let (ok, _, err) = dataset(&["check", "--data", &ds]);
+        assert!(!ok && err.contains(&format!("{verdict} on crowd measurements alone")), "{verdict}: {err}");
+    }
     // An aggregate that disagrees flags the claim for review; it does not fail the check.
-    std::fs::write(data.join("claims/zz-measured.toml"), claim("qualified", 120.0)).unwrap();
+    std::fs::write(data.join("claims/zz-measured.toml"), claim("unverified", 120.0)).unwrap();
     let (ok, out, err) = dataset(&["check", "--data", &ds]);
     assert!(ok, "{out}{err}");
     assert!(out.contains("review claim h200-usable-memory-measured") && out.contains("does not agree"), "{out}");
-    std::fs::write(data.join("claims/zz-measured.toml"), claim("qualified", 139.27)).unwrap();
+    std::fs::write(data.join("claims/zz-measured.toml"), claim("unverified", 139.27)).unwrap();
 
     // The build carries the aggregates (and the claim's submitter count) into the site's data.
     let site = tmp.path().join("site");
@@ -968,7 +980,7 @@ source = { kind = "source-code", title = "probe/src/sim.rs", url = "https://exam
     assert!(ok, "{err}");
     assert!(out.contains("3 pending") && out.matches("headroom-simulated").count() == 3, "{out}");
     // Three installs from one network in seconds: flagged for the reviewer as one cluster.
-    assert!(out.contains("cluster: 3 reports, 1 prefix (") && out.contains("3 install ids"), "{out}");
+    assert!(out.contains("(network): 3 reports, 1 prefix (") && out.contains("3 install ids"), "{out}");
     for id in &ids {
         let (ok, out, err) = dataset(&["review", "--db", &dbs, "--accept", id]);
         assert!(ok && out.contains("pending -> accepted"), "{out}{err}");

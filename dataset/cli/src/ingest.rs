@@ -51,6 +51,12 @@ pub fn now_rfc3339() -> String {
     rfc3339(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default())
 }
 
+/// Seconds until the next UTC midnight (at least 1): when a per-day cap opens again.
+pub fn seconds_to_utc_midnight() -> u64 {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    (86_400 - now % 86_400).max(1)
+}
+
 fn rfc3339(since_epoch: Duration) -> String {
     let secs = since_epoch.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
@@ -156,6 +162,25 @@ pub fn network_prefix(ip: IpAddr) -> String {
     }
 }
 
+/// The coarser block around a client's network, as submitters are capped per day: IPv4 /16, IPv6
+/// /32 (IPv4-mapped addresses as IPv4).
+pub fn network_block(ip: IpAddr) -> String {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    };
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            format!("{}.{}.0.0/16", o[0], o[1])
+        }
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            format!("{:x}:{:x}::/32", s[0], s[1])
+        }
+    }
+}
+
 /// Opaque, keyed tags of where a submission came from (its network prefix, its user agent):
 /// stored privately with the submission, never published. Without the server secret a tag cannot
 /// be tied back to an address, nor made up for one.
@@ -175,6 +200,10 @@ impl Tagger {
 
     pub fn prefix_tag(&self, ip: IpAddr) -> String {
         self.tag("prefix", &network_prefix(ip))
+    }
+
+    pub fn block_tag(&self, ip: IpAddr) -> String {
+        self.tag("block", &network_block(ip))
     }
 
     pub fn agent_tag(&self, user_agent: &str) -> String {
@@ -601,6 +630,11 @@ mod tests {
         assert_ne!(t.prefix_tag(ip("203.0.113.1")), Tagger::new(vec![2; 32]).prefix_tag(ip("203.0.113.1")));
         assert_eq!(t.prefix_tag(ip("203.0.113.1")).len(), 16);
         assert_ne!(t.agent_tag("probe/0.1"), t.prefix_tag(ip("203.0.113.1")));
+        assert_eq!(network_block(ip("203.0.113.77")), "203.0.0.0/16");
+        assert_eq!(network_block(ip("2001:db8:abcd:12::1")), "2001:db8::/32");
+        assert_eq!(t.block_tag(ip("203.0.1.1")), t.block_tag(ip("203.0.200.9")));
+        assert_ne!(t.block_tag(ip("203.0.1.1")), t.block_tag(ip("203.1.1.1")));
+        assert_ne!(t.block_tag(ip("203.0.1.1")), t.prefix_tag(ip("203.0.1.1")));
     }
 
     #[test]

@@ -137,6 +137,10 @@ enum Command {
         /// any other `Host` get 421 (DNS rebinding).
         #[arg(long = "public-host", value_name = "NAME[:PORT]")]
         public_hosts: Vec<String>,
+        /// Reports one network (IPv4 /24, IPv6 /48) may leave waiting for review per UTC day;
+        /// past it, 429 until midnight UTC. 0 turns the cap off.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        max_pending_per_network: u64,
         /// Connections one client network (IPv4 /24, IPv6 /64) may hold at once (trusted proxies
         /// are not capped).
         #[arg(long, default_value_t = 64)]
@@ -169,12 +173,25 @@ enum Command {
         /// Reject the submission with this id (needs --reason).
         #[arg(long, value_name = "ID", requires = "reason", allow_hyphen_values = true)]
         reject: Option<String>,
-        /// Why it is rejected (returned to the submitter by the API).
-        #[arg(long, value_name = "TEXT", requires = "reject")]
+        /// Why it is (or they are) rejected (returned to the submitter by the API).
+        #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
+        /// Reject every pending or accepted member of the cluster with this id (needs --reason).
+        #[arg(long, value_name = "CLUSTER", conflicts_with_all = ["accept", "reject"], requires = "reason")]
+        reject_cluster: Option<String>,
+        /// Reject every pending or accepted submission from the network with this `net` tag
+        /// (needs --reason).
+        #[arg(long, value_name = "NET", conflicts_with_all = ["accept", "reject", "reject_cluster"], requires = "reason")]
+        reject_network: Option<String>,
         /// Print the pending submissions as JSON (private fields left out).
-        #[arg(long, conflicts_with_all = ["accept", "reject"])]
+        #[arg(long, conflicts_with_all = ["accept", "reject", "reject_cluster", "reject_network"])]
         json: bool,
+        /// Which page of the pending list to show.
+        #[arg(long, default_value_t = 1)]
+        page: usize,
+        /// Pending submissions per page.
+        #[arg(long, default_value_t = 100)]
+        per_page: usize,
     },
     /// Aggregate accepted submissions into data/measurements/aggregates.toml (per GPU and measurement).
     Aggregate {
@@ -205,6 +222,7 @@ fn main() -> ExitCode {
             trusted_proxies,
             forwarded_header,
             public_hosts,
+            max_pending_per_network,
             max_connections_per_client,
             write_timeout,
             max_db_mib,
@@ -222,12 +240,27 @@ fn main() -> ExitCode {
                 trusted_proxies,
                 forwarded_header,
                 public_hosts,
+                max_pending_per_network,
                 max_connections_per_client,
                 write_timeout: std::time::Duration::from_secs(write_timeout.max(1)),
                 max_db_bytes: max_db_mib.map(|m| m << 20),
             }),
         },
-        Command::Review { db, data, accept, reject, reason, json } => review::review(&db, &data, accept.as_deref(), reject.as_deref(), reason.as_deref(), json),
+        Command::Review { db, data, accept, reject, reason, reject_cluster, reject_network, json, page, per_page } => {
+            if reason.is_some() && reject.is_none() && reject_cluster.is_none() && reject_network.is_none() {
+                eprintln!("dataset: --reason goes with --reject, --reject-cluster or --reject-network");
+                return ExitCode::from(2);
+            }
+            let reason = reason.as_deref().unwrap_or("");
+            let decision = match (accept.as_deref(), reject.as_deref(), reject_cluster.as_deref(), reject_network.as_deref()) {
+                (Some(id), ..) => review::Decision::Accept(id),
+                (_, Some(id), ..) => review::Decision::Reject { id, reason },
+                (_, _, Some(cluster), _) => review::Decision::RejectCluster { cluster, reason },
+                (_, _, _, Some(tag)) => review::Decision::RejectNetwork { tag, reason },
+                _ => review::Decision::List { json, page, per_page },
+            };
+            review::review(&db, &data, decision)
+        }
         Command::Aggregate { db, data } => review::aggregate(&db, &data),
     };
     match result {

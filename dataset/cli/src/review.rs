@@ -1,6 +1,7 @@
 //! `dataset review` (the moderation queue) and `dataset aggregate` (accepted submissions →
 //! `data/measurements/aggregates.toml`, the measurement evidence claims can cite).
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use headroom_core::report::{self, Report};
@@ -43,46 +44,22 @@ fn tags(s: &Submission, install_id: Option<&str>) -> (String, String, String) {
     (short(install.as_deref()), short(s.prefix_tag.as_deref()), short(s.agent_tag.as_deref()))
 }
 
-/// Submissions from one network prefix under several install ids, or many from one network in a
-/// short time: what one script making up install ids looks like. One line per cluster, e.g.
-/// "3 reports, 1 prefix (3f9a1c), 3 install ids, 40 s apart".
-pub fn clusters(subs: &[Submission]) -> Vec<String> {
-    let mut by_prefix: std::collections::BTreeMap<&str, Vec<&Submission>> = std::collections::BTreeMap::new();
-    for s in subs {
-        if let Some(p) = s.prefix_tag.as_deref() {
-            by_prefix.entry(p).or_default().push(s);
-        }
-    }
-    let mut out = Vec::new();
-    for (prefix, group) in by_prefix {
-        if group.len() < 2 {
-            continue;
-        }
-        let installs: std::collections::BTreeSet<String> = group
-            .iter()
-            .filter_map(|s| serde_json::from_str::<Value>(&s.document).ok())
-            .filter_map(|v| v["device"]["install_id"].as_str().map(str::to_owned))
-            .collect();
-        let times: Vec<f64> = group.iter().filter_map(|s| report::unix_seconds(&s.received_at)).collect();
-        let span = times.iter().copied().reduce(f64::max).unwrap_or(0.0) - times.iter().copied().reduce(f64::min).unwrap_or(0.0);
-        let apart = if span < 120.0 {
-            format!("{span:.0} s apart")
-        } else if span < 7200.0 {
-            format!("{:.0} min apart", span / 60.0)
-        } else {
-            format!("{:.1} h apart", span / 3600.0)
-        };
-        let ids: Vec<&str> = group.iter().map(|s| s.id.as_str()).collect();
-        out.push(format!(
-            "{} reports, 1 prefix ({}), {} install id{}, {apart}: {}",
-            group.len(),
-            prefix.chars().take(6).collect::<String>(),
-            installs.len(),
-            if installs.len() == 1 { "" } else { "s" },
-            ids.join(" ")
-        ));
-    }
-    out
+/// The clusters among stored submissions ([`report::clusters`]): reports that look like one
+/// source posing as several, each with the id `--reject-cluster` takes.
+pub fn clusters(subs: &[Submission]) -> Vec<report::Cluster> {
+    let parsed: Vec<Option<Report>> = subs.iter().map(|s| serde_json::from_str::<Report>(&s.document).ok()).collect();
+    let items: Vec<report::Reviewed> = subs
+        .iter()
+        .zip(&parsed)
+        .map(|(s, r)| report::Reviewed {
+            id: &s.id,
+            report: r.as_ref(),
+            prefix: s.prefix_tag.as_deref(),
+            agent: s.agent_tag.as_deref(),
+            received_at: &s.received_at,
+        })
+        .collect();
+    report::clusters(&items)
 }
 
 /// One line per pending submission: id, received, who (opaque tags), GPU (and the catalog id it
@@ -123,38 +100,117 @@ fn pending_table(pending: &[Submission], gpus: &[Gpu]) -> String {
     out
 }
 
-/// `dataset review [--accept ID | --reject ID --reason TEXT] [--json]`.
-pub fn review(db: &Db, data: &Path, accept: Option<&str>, reject: Option<&str>, reason: Option<&str>, json: bool) -> Result<(), String> {
+/// What `dataset review` is asked to do.
+pub enum Decision<'a> {
+    /// List the pending submissions (one page) and the clusters.
+    List {
+        json: bool,
+        page: usize,
+        per_page: usize,
+    },
+    Accept(&'a str),
+    Reject {
+        id: &'a str,
+        reason: &'a str,
+    },
+    /// Reject every pending or accepted member of a cluster.
+    RejectCluster {
+        cluster: &'a str,
+        reason: &'a str,
+    },
+    /// Reject every pending or accepted submission from one network (the `net` tag shown, or
+    /// more of its characters).
+    RejectNetwork {
+        tag: &'a str,
+        reason: &'a str,
+    },
+}
+
+fn valid_reason(reason: &str) -> Result<&str, String> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err("a rejection needs --reason TEXT (why, for the submitter)".to_string());
+    }
+    if reason.chars().count() > 500 || reason.chars().any(char::is_control) {
+        return Err("--reason must be one line of at most 500 characters".to_string());
+    }
+    Ok(reason)
+}
+
+/// `dataset review`: list, or decide one submission, a cluster or a network.
+pub fn review(db: &Db, data: &Path, decision: Decision) -> Result<(), String> {
     let store = db.open_existing()?;
     let now = crate::ingest::now_rfc3339();
-    let decide = |id: &str, status: Status, reason: Option<&str>| -> Result<(), String> {
+    let decide = |id: &str, status: Status, reason: Option<&str>| -> Result<Status, String> {
         let before = store.set_status(id, status, reason, &now).map_err(|e| format!("database {}: {e}", db))?;
-        match before {
-            None => Err(format!("no submission `{}` in {}", printable(id, 40), db)),
-            Some(before) => {
-                println!("{id}: {} -> {}", before.code(), status.code());
-                Ok(())
-            }
-        }
+        before.ok_or_else(|| format!("no submission `{}` in {}", printable(id, 40), db))
     };
-    match (accept, reject) {
-        (Some(id), None) => return decide(id, Status::Accepted, None),
-        (None, Some(id)) => {
-            let reason = reason.map(str::trim).filter(|r| !r.is_empty()).ok_or("--reject needs --reason TEXT (why, for the submitter)")?;
-            if reason.chars().count() > 500 || reason.chars().any(char::is_control) {
-                return Err("--reason must be one line of at most 500 characters".to_string());
-            }
-            return decide(id, Status::Rejected, Some(reason));
+    let open_ones = || -> Result<Vec<Submission>, String> {
+        let mut all = store.list(Status::Pending).map_err(|e| e.to_string())?;
+        all.extend(store.list(Status::Accepted).map_err(|e| e.to_string())?);
+        Ok(all)
+    };
+    let reject_all = |ids: &[String], reason: &str, what: &str| -> Result<(), String> {
+        for id in ids {
+            decide(id, Status::Rejected, Some(reason))?;
         }
-        (Some(_), Some(_)) => return Err("give --accept or --reject, not both".to_string()),
-        (None, None) => {}
+        println!("{what}: {} submission(s) rejected", ids.len());
+        Ok(())
+    };
+    match decision {
+        Decision::Accept(id) => {
+            let before = decide(id, Status::Accepted, None)?;
+            println!("{id}: {} -> accepted", before.code());
+            Ok(())
+        }
+        Decision::Reject { id, reason } => {
+            let before = decide(id, Status::Rejected, Some(valid_reason(reason)?))?;
+            println!("{id}: {} -> rejected", before.code());
+            Ok(())
+        }
+        Decision::RejectCluster { cluster, reason } => {
+            let reason = valid_reason(reason)?;
+            let found = clusters(&open_ones()?);
+            let c = found
+                .iter()
+                .find(|c| c.id == cluster.trim())
+                .ok_or_else(|| format!("no cluster `{}` among pending and accepted submissions (`dataset review` lists them)", printable(cluster, 20)))?;
+            reject_all(&c.members, reason, &format!("cluster {} ({})", c.id, c.kind))
+        }
+        Decision::RejectNetwork { tag, reason } => {
+            let reason = valid_reason(reason)?;
+            let tag = tag.trim();
+            if tag.len() < 6 || !tag.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err("--reject-network takes the `net` tag `dataset review` shows (6 or more hex digits)".to_string());
+            }
+            let all = open_ones()?;
+            let prefixes: BTreeSet<&str> = all.iter().filter_map(|s| s.prefix_tag.as_deref()).filter(|p| p.starts_with(tag)).collect();
+            match prefixes.len() {
+                0 => Err(format!("no pending or accepted submission from a network tagged {tag}")),
+                1 => {
+                    let ids: Vec<String> = all.iter().filter(|s| s.prefix_tag.as_deref().is_some_and(|p| p.starts_with(tag))).map(|s| s.id.clone()).collect();
+                    reject_all(&ids, reason, &format!("network {tag}"))
+                }
+                n => Err(format!("{n} networks have tags starting with {tag}: give more of its characters")),
+            }
+        }
+        Decision::List { json, page, per_page } => list(&store, db, data, json, page, per_page),
     }
+}
+
+/// The pending submissions, one page of them, and the clusters among everything that can still
+/// count (pending and accepted).
+fn list(store: &std::sync::Arc<dyn crate::store::Store>, db: &Db, data: &Path, json: bool, page: usize, per_page: usize) -> Result<(), String> {
+    let _ = db;
     let pending = store.list(Status::Pending).map_err(|e| e.to_string())?;
     let accepted_list = store.list(Status::Accepted).map_err(|e| e.to_string())?;
-    // Clusters are looked for among everything that can still count: pending and accepted.
     let flags = clusters(&pending.iter().chain(&accepted_list).cloned().collect::<Vec<_>>());
+    let per_page = per_page.max(1);
+    let pages = pending.len().div_ceil(per_page).max(1);
+    let page = page.clamp(1, pages);
+    let shown = &pending[((page - 1) * per_page).min(pending.len())..(page * per_page).min(pending.len())];
     if json {
-        let rows: Vec<Value> = pending
+        let rows: Vec<Value> = shown
             .iter()
             .map(|s| {
                 let parsed = serde_json::from_str::<Value>(&s.document).ok();
@@ -165,20 +221,25 @@ pub fn review(db: &Db, data: &Path, accept: Option<&str>, reject: Option<&str>, 
                 serde_json::json!({ "id": s.id, "received_at": s.received_at, "tags": {"install": install, "net": net, "agent": agent}, "notes": notes, "document": doc })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"pending": rows, "clusters": flags})).map_err(|e| e.to_string())?);
+        let clusters: Vec<Value> = flags.iter().map(|c| serde_json::json!({"id": c.id, "kind": c.kind, "why": c.why, "members": c.members})).collect();
+        let out = serde_json::json!({"pending": rows, "page": page, "pages": pages, "pending_total": pending.len(), "clusters": clusters});
+        println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
         return Ok(());
     }
     let gpus = crate::serve::load_gpus(data).unwrap_or_default();
     let accepted = accepted_list.len();
     let rejected = store.list(Status::Rejected).map_err(|e| e.to_string())?.len();
-    if !pending.is_empty() {
-        print!("{}", pending_table(&pending, &gpus));
+    if !shown.is_empty() {
+        print!("{}", pending_table(shown, &gpus));
+        if pages > 1 {
+            println!("page {page} of {pages} ({} pending; --page N for another)", pending.len());
+        }
     }
-    for f in &flags {
-        println!("cluster: {f}");
+    for c in &flags {
+        println!("cluster {} ({}): {}: {}", c.id, c.kind, c.why, c.members.join(" "));
     }
     println!(
-        "{} pending, {accepted} accepted, {rejected} rejected. `dataset review --accept ID` or `--reject ID --reason TEXT`; then `dataset aggregate`.",
+        "{} pending, {accepted} accepted, {rejected} rejected. `dataset review --accept ID`, `--reject ID --reason TEXT`, `--reject-cluster ID --reason TEXT` or `--reject-network NET --reason TEXT`; then `dataset aggregate`.",
         pending.len()
     );
     Ok(())
@@ -215,7 +276,11 @@ pub fn aggregate(db: &Db, data: &Path) -> Result<(), String> {
             serde_json::from_str::<Value>(&s.document).map_err(|e| e.to_string()).and_then(|v| report::check_value(&v, gpus).map_err(|r| r.message()));
         match checked {
             Ok(c) => match c.gpu {
-                Some(gpu) => reports.push((gpu, c.report, report::Origin { prefix: s.prefix_tag.clone(), received_at: s.received_at.clone() })),
+                Some(gpu) => reports.push((
+                    gpu,
+                    c.report,
+                    report::Origin { prefix: s.prefix_tag.clone(), block: s.block_tag.clone(), received_at: s.received_at.clone() },
+                )),
                 None => skipped.push(format!("{} ({}: not in the GPU catalog)", s.id, printable(&c.report.device.name, 40))),
             },
             Err(e) => skipped.push(format!("{} ({})", s.id, printable(&e, 120))),

@@ -93,6 +93,8 @@ struct AppState {
     tagger: Arc<crate::ingest::Tagger>,
     /// The `Host` names the API answers for ([`allowed_hosts`]).
     hosts: Arc<Vec<String>>,
+    /// Pending submissions one network prefix may have waiting from one UTC day (0: no cap).
+    max_pending_per_network: u64,
 }
 
 /// The address of the client a request comes from: the peer, or behind a trusted reverse proxy
@@ -116,6 +118,8 @@ pub struct Options {
     pub forwarded_header: crate::ingest::ForwardedHeader,
     /// Names the API answers for besides this machine's loopback names (`--public-host`).
     pub public_hosts: Vec<String>,
+    /// Pending submissions one network prefix may leave in the review queue per UTC day.
+    pub max_pending_per_network: u64,
     /// Connections one client address may hold at once (trusted proxies are not capped).
     pub max_connections_per_client: usize,
     /// A response whose writes make no progress for this long is dropped with its connection.
@@ -172,6 +176,10 @@ enum ApiError {
     RateLimited {
         retry_after: u64,
     },
+    /// The client's network has its day's share of the review queue waiting.
+    QueueFull {
+        retry_after: u64,
+    },
     /// The store failed; the cause is logged.
     Unavailable(String),
     /// Anything else that failed; the cause is logged.
@@ -190,7 +198,7 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::RequestTimeout => "request_timeout",
-            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::RateLimited { .. } | ApiError::QueueFull { .. } => "rate_limited",
             ApiError::Unavailable(_) => "database_unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -207,7 +215,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited { .. } | ApiError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -227,6 +235,9 @@ impl ApiError {
             ApiError::MethodNotAllowed => "this endpoint does not take that method".into(),
             ApiError::RequestTimeout => "the request took too long".into(),
             ApiError::RateLimited { retry_after } => format!("too many submissions from this address; try again in {retry_after} s"),
+            ApiError::QueueFull { retry_after } => {
+                format!("this network has as many reports waiting for review today as one network may; try again tomorrow (in {retry_after} s)")
+            }
             ApiError::Unavailable(_) => "the database is not answering; try again later".into(),
             ApiError::Internal(_) => "the server failed to handle the request; it has been logged".into(),
         }
@@ -279,7 +290,7 @@ impl IntoResponse for ApiError {
             ApiError::PayloadTooLarge { close: true } => {
                 r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
-            ApiError::RateLimited { retry_after } => {
+            ApiError::RateLimited { retry_after } | ApiError::QueueFull { retry_after } => {
                 r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
             }
             _ => {}
@@ -346,6 +357,17 @@ async fn submit(State(state): State<AppState>, client: Option<axum::Extension<Cl
     if declared.is_some_and(|n| n > (report::MAX_BODY_BYTES + DRAIN_MAX) as u64) {
         return Err(ApiError::PayloadTooLarge { close: true });
     }
+    // The review queue: one network prefix leaves at most so many reports pending per UTC day.
+    let prefix_tag = client.as_ref().map(|c| state.tagger.prefix_tag(c.0.0));
+    if let (Some(tag), true) = (prefix_tag.clone(), state.max_pending_per_network > 0) {
+        let now = ingest::now_rfc3339();
+        let since = format!("{}T00:00:00.000Z", &now[..10]);
+        let store = state.store.clone();
+        let waiting = tokio::task::spawn_blocking(move || store.pending_from(&tag, &since)).await??;
+        if waiting >= state.max_pending_per_network {
+            return Err(ApiError::QueueFull { retry_after: ingest::seconds_to_utc_midnight() });
+        }
+    }
     let bytes = read_limited(body, report::MAX_BODY_BYTES).await?;
     // Checking a small report takes microseconds and is done here; a large one (up to the 256 KiB
     // limit) goes to the blocking pool so that it cannot hold up other requests.
@@ -361,7 +383,8 @@ async fn submit(State(state): State<AppState>, client: Option<axum::Extension<Cl
         content_hash: ingest::content_hash(&checked.canonical),
         received_at: ingest::now_rfc3339(),
         document: checked.canonical,
-        prefix_tag: client.map(|c| state.tagger.prefix_tag(c.0.0)),
+        block_tag: client.map(|c| state.tagger.block_tag(c.0.0)),
+        prefix_tag,
         agent_tag: Some(state.tagger.agent_tag(&agent)),
     };
     // Answered by the database writer once the commit holding the row is on disk.
@@ -562,6 +585,7 @@ pub fn router(
     limiter: RateLimiter,
     tagger: crate::ingest::Tagger,
     hosts: Vec<String>,
+    max_pending_per_network: u64,
 ) -> Result<Router, String> {
     let index = site.join("index.html");
     let index_html = std::fs::read_to_string(&index).map_err(|e| format!("{}: {e} (build the site first: `cargo xtask dist`)", index.display()))?;
@@ -573,6 +597,7 @@ pub fn router(
         limiter: Arc::new(limiter),
         tagger: Arc::new(tagger),
         hosts: Arc::new(hosts),
+        max_pending_per_network,
     };
     Ok(router_with(state, site))
 }
@@ -621,7 +646,7 @@ pub fn run(o: Options) -> Result<(), String> {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
         let hosts = allowed_hosts(&o.public_hosts, local);
-        let app = router(store, &site, gpus, RateLimiter::new(o.rate_limit, o.rate_burst), tagger, hosts.clone())?;
+        let app = router(store, &site, gpus, RateLimiter::new(o.rate_limit, o.rate_burst), tagger, hosts.clone(), o.max_pending_per_network)?;
         println!("Headroom is serving {} on http://{local}/ (database: {db})", site.display());
         use std::io::Write;
         let _ = std::io::stdout().flush();
@@ -880,6 +905,7 @@ mod tests {
             ApiError::MethodNotAllowed,
             ApiError::RequestTimeout,
             ApiError::RateLimited { retry_after: 7 },
+            ApiError::QueueFull { retry_after: 7 },
             ApiError::Unavailable("SQLITE_BUSY: database is locked at /srv/db.sqlite3".into()),
             ApiError::Internal("a blocking task failed: cancelled at src/serve.rs:12 (test)".into()),
         ];
@@ -887,7 +913,7 @@ mod tests {
             let (status, code) = (e.status(), e.code());
             assert!(documented(status, code), "{status} {code}");
             let close = matches!(e, ApiError::PayloadTooLarge { close: true });
-            let retry = matches!(e, ApiError::RateLimited { .. });
+            let retry = matches!(e, ApiError::RateLimited { .. } | ApiError::QueueFull { .. });
             let r = e.into_response();
             assert_eq!(r.status(), status);
             assert_eq!(r.headers().contains_key(header::CONNECTION), close);

@@ -157,6 +157,8 @@ pub struct NewSubmission {
     pub prefix_tag: Option<String>,
     /// Keyed hash of the submitter's user agent (private).
     pub agent_tag: Option<String>,
+    /// Keyed hash of the coarser block around the prefix (IPv4 /16, IPv6 /32; private).
+    pub block_tag: Option<String>,
 }
 
 /// What `insert_or_get` did.
@@ -179,6 +181,7 @@ pub struct Submission {
     pub document: String,
     pub prefix_tag: Option<String>,
     pub agent_tag: Option<String>,
+    pub block_tag: Option<String>,
 }
 
 /// What the server and the review and aggregate commands need from storage.
@@ -205,6 +208,9 @@ pub trait Store: Send + Sync + 'static {
     fn get(&self, id: &str) -> Result<Option<Submission>, StoreError>;
     /// Submissions with this status, oldest first.
     fn list(&self, status: Status) -> Result<Vec<Submission>, StoreError>;
+    /// Pending submissions from one network prefix received at or after `since` (RFC 3339): the
+    /// server's per-network daily queue cap (an index makes it one range read).
+    fn pending_from(&self, prefix_tag: &str, since: &str) -> Result<u64, StoreError>;
     /// Sets the review status (and reason); returns the previous status, None when no such id.
     fn set_status(&self, id: &str, status: Status, reason: Option<&str>, at: &str) -> Result<Option<Status>, StoreError>;
 }
@@ -228,6 +234,10 @@ const MIGRATIONS: &[&str] = &[
     // prefix and user agent. Independent submitters are counted by them.
     "ALTER TABLE submissions ADD COLUMN prefix_tag TEXT;
      ALTER TABLE submissions ADD COLUMN agent_tag TEXT;",
+    // 4: the coarser block around the prefix (one submitter per block per day), and the index the
+    // per-network pending cap reads.
+    "ALTER TABLE submissions ADD COLUMN block_tag TEXT;
+     CREATE INDEX submissions_prefix_pending ON submissions (prefix_tag, status, received_at);",
 ];
 
 /// Largest number of inserts committed together.
@@ -410,13 +420,13 @@ fn commit_batch(conn: &mut Connection, jobs: &[Job]) -> Result<Vec<Result<Insert
     let mut results = Vec::with_capacity(jobs.len());
     {
         let mut insert = tx.prepare_cached(
-            "INSERT INTO submissions (id, content_hash, received_at, status, document, prefix_tag, agent_tag)
-             VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6)
+            "INSERT INTO submissions (id, content_hash, received_at, status, document, prefix_tag, agent_tag, block_tag)
+             VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7)
              ON CONFLICT (content_hash) DO NOTHING",
         )?;
         let mut existing = tx.prepare_cached("SELECT id, status FROM submissions WHERE content_hash = ?1")?;
         for (new, _) in jobs {
-            let result = match insert.execute(params![new.id, new.content_hash, new.received_at, new.document, new.prefix_tag, new.agent_tag]) {
+            let result = match insert.execute(params![new.id, new.content_hash, new.received_at, new.document, new.prefix_tag, new.agent_tag, new.block_tag]) {
                 Ok(1) => Ok(Inserted { id: new.id.clone(), created: true, status: Status::Pending }),
                 Ok(_) => existing
                     .query_row(params![new.content_hash], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
@@ -434,19 +444,19 @@ fn commit_batch(conn: &mut Connection, jobs: &[Job]) -> Result<Vec<Result<Insert
     Ok(results)
 }
 
-type Row = (String, String, String, Option<String>, Option<String>, String, Option<String>, Option<String>);
+type Row = (String, String, String, Option<String>, Option<String>, String, Option<String>, Option<String>, Option<String>);
 
 fn row_to_submission(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?))
 }
 
 fn submission(row: Row) -> Result<Submission, StoreError> {
-    let (id, received_at, status, reason, reviewed_at, document, prefix_tag, agent_tag) = row;
+    let (id, received_at, status, reason, reviewed_at, document, prefix_tag, agent_tag, block_tag) = row;
     let status = Status::parse(&status).ok_or_else(|| StoreError(format!("submission {id}: unknown status `{status}`")))?;
-    Ok(Submission { id, received_at, status, reason, reviewed_at, document, prefix_tag, agent_tag })
+    Ok(Submission { id, received_at, status, reason, reviewed_at, document, prefix_tag, agent_tag, block_tag })
 }
 
-const COLUMNS: &str = "id, received_at, status, reason, reviewed_at, document, prefix_tag, agent_tag";
+const COLUMNS: &str = "id, received_at, status, reason, reviewed_at, document, prefix_tag, agent_tag, block_tag";
 
 impl Store for Sqlite {
     fn health(&self) -> Result<Health, StoreError> {
@@ -472,6 +482,14 @@ impl Store for Sqlite {
         let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM submissions WHERE status = ?1 ORDER BY received_at, id"))?;
         let rows = stmt.query_map(params![status.code()], row_to_submission)?;
         rows.map(|r| r.map_err(StoreError::from).and_then(submission)).collect()
+    }
+
+    fn pending_from(&self, prefix_tag: &str, since: &str) -> Result<u64, StoreError> {
+        let conn = self.conn()?;
+        let n: i64 = conn
+            .prepare_cached("SELECT COUNT(*) FROM submissions WHERE prefix_tag = ?1 AND status = 'pending' AND received_at >= ?2")?
+            .query_row(params![prefix_tag, since], |r| r.get(0))?;
+        Ok(n.max(0) as u64)
     }
 
     fn set_status(&self, id: &str, status: Status, reason: Option<&str>, at: &str) -> Result<Option<Status>, StoreError> {
@@ -590,6 +608,7 @@ mod tests {
             document: "{}".into(),
             prefix_tag: Some("0123456789abcdef".into()),
             agent_tag: None,
+            block_tag: Some("fedcba9876543210".into()),
         }
     }
 
@@ -693,11 +712,35 @@ mod tests {
         let b = store.get("b").unwrap().unwrap();
         assert_eq!((b.status, b.reason.as_deref(), b.reviewed_at.as_deref()), (Status::Rejected, Some("implausible"), Some("2026-11-30T10:00:00Z")));
         assert_eq!(b.prefix_tag.as_deref(), Some("0123456789abcdef"));
+        assert_eq!(b.block_tag.as_deref(), Some("fedcba9876543210"));
     }
 
-    /// The server drops every connection (a restart, a failover): reads reconnect on their own;
-    /// the insert whose commit hit the dead connection fails (its caller answers 503 and the
-    /// submitter retries), and the next one reconnects.
+    on_both!(pending_reports_are_counted_per_network_and_day, pending_per_network);
+    fn pending_per_network(f: &Fresh) {
+        let store = f.open();
+        let at = |id: &str, hash: &str, prefix: &str, t: &str| NewSubmission {
+            received_at: format!("2026-12-0{t}Z"),
+            prefix_tag: Some(prefix.into()),
+            ..new(id, hash)
+        };
+        for (id, hash, prefix, t) in [
+            ("a", "1", "net-1", "4T23:59:59.999"),
+            ("b", "2", "net-1", "5T00:00:00.000"),
+            ("c", "3", "net-1", "5T08:00:00.000"),
+            ("d", "4", "net-2", "5T09:00:00.000"),
+        ] {
+            store.insert_or_get(at(id, hash, prefix, t)).unwrap();
+        }
+        let since = "2026-12-05T00:00:00.000Z";
+        assert_eq!(store.pending_from("net-1", since).unwrap(), 2, "yesterday's report is not counted");
+        assert_eq!(store.pending_from("net-2", since).unwrap(), 1);
+        assert_eq!(store.pending_from("net-3", since).unwrap(), 0);
+        store.set_status("c", Status::Accepted, None, "2026-12-05T10:00:00Z").unwrap();
+        assert_eq!(store.pending_from("net-1", since).unwrap(), 1, "a reviewed report leaves the queue");
+    }
+
+    /// The server drops every connection (a restart, a failover): reads reconnect on their own,
+    /// and so does the next insert (its batch failed before anything was sent: it runs again).
     #[test]
     fn postgres_connections_are_reopened_after_the_server_drops_them() {
         let f = Fresh::postgres("reconnect");
@@ -715,11 +758,8 @@ mod tests {
         assert!(killed >= 2, "the reader and the writer were connected ({killed} terminated)");
         assert_eq!(store.health().unwrap().submissions, 1, "the reader reconnects");
         assert!(store.get("a").unwrap().is_some());
-        let retried = match store.insert_or_get(new("b", "2")) {
-            Ok(i) => i,
-            Err(_) => store.insert_or_get(new("b", "2")).expect("the writer reconnects for the next batch"),
-        };
-        assert!(retried.created);
+        let inserted = store.insert_or_get(new("b", "2")).expect("the writer reconnects and runs the batch again");
+        assert!(inserted.created);
         assert_eq!(store.health().unwrap().submissions, 2);
     }
 

@@ -515,18 +515,21 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
     }
     let measured =
         c.sources.iter().any(|s| s.kind == SourceKind::Measurement && s.aggregate.is_none() && s.submitters.unwrap_or(0) >= MIN_INDEPENDENT_MEASUREMENTS);
-    // Crowd measurements (probe submissions, aggregated) are evidence, but they alone make a
-    // claim at most qualified: verified also needs a primary source or a derivation that agrees.
-    // An aggregate that disagrees is still evidence: the claim is flagged for review (see
-    // `review_flags`), never failed, so that submissions cannot break the check.
+    // Crowd measurements (probe submissions, aggregated) are shown beside a claim and flag it for
+    // review when they disagree (see `review_flags`), but they alone give it no verdict: anyone
+    // can submit, so a verdict (verified, qualified with its correction, contradicted) always
+    // needs a primary source, a derivation or reproduced measurements of our own as well. Crowd
+    // evidence alone leaves a claim unverified; it never fails the check on its own, so that
+    // submissions can neither make a claim stronger nor break the build.
     let crowd = c
         .sources
         .iter()
         .any(|s| s.kind == SourceKind::Measurement && matches!(aggregate_evidence(c, s, ds), Ok(AggregateEvidence::Agrees | AggregateEvidence::Disagrees(_))));
     let evidence = primary || derived || measured || crowd;
-    if c.verdict == Verdict::Verified && crowd && !(primary || derived || measured) {
+    if c.verdict != Verdict::Unverified && crowd && !(primary || derived || measured) {
         out.push(format!(
-            "verified on crowd measurements alone: probe submissions make a claim at most qualified unless a primary source or a derivation agrees (or {MIN_INDEPENDENT_MEASUREMENTS} reproduced measurements)"
+            "{} on crowd measurements alone: probe submissions leave a claim unverified (shown, and flagged for review when they disagree) unless a primary source, a derivation or {MIN_INDEPENDENT_MEASUREMENTS} reproduced measurements of our own back the verdict",
+            c.verdict.as_str()
         ));
     }
     match c.verdict {
@@ -537,7 +540,7 @@ fn verdict_rules(c: &Claim, ds: &Dataset) -> Vec<String> {
             if c.correction.is_none() {
                 out.push(format!("{} needs `correction`: the precise, correct statement", c.verdict.as_str()));
             }
-            if !evidence {
+            if !evidence && !crowd {
                 out.push(format!(
                     "{} needs counter-evidence: a primary source, a derivation or measurements from at least {MIN_INDEPENDENT_MEASUREMENTS} independent submitters",
                     c.verdict.as_str()

@@ -361,8 +361,8 @@ why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "aggregated" }}
     }
 
     #[test]
-    fn three_independent_submitters_over_days_whose_median_agrees_qualify_a_claim() {
-        let loaded = load(&with_aggregates(&measured_claim("qualified", r#"{ number = 21.9, unit = "GiB" }"#), AGGREGATES)).expect("qualified");
+    fn three_independent_submitters_over_days_whose_median_agrees_are_shown_with_the_claim() {
+        let loaded = load(&with_aggregates(&measured_claim("unverified", r#"{ number = 21.9, unit = "GiB" }"#), AGGREGATES)).expect("unverified");
         assert_eq!(loaded.dataset.measurements.len(), 1);
         // The built data carries the aggregate's submitter count.
         assert_eq!(loaded.dataset.claims[0].sources[0].submitters, Some(3));
@@ -480,14 +480,19 @@ why = {{ pt = "a", es = "b", zh = "c", it = "d", en = "e" }}
     }
 
     #[test]
-    fn crowd_measurements_alone_never_verify() {
-        let problems = load(&with_aggregates(&measured_claim("verified", r#"{ number = 21.9, unit = "GiB" }"#), AGGREGATES)).unwrap_err();
-        assert!(problems.iter().any(|p| p.message.contains("crowd measurements alone")), "{problems:?}");
+    fn crowd_measurements_alone_give_no_verdict() {
+        // Issue 40 point 2: qualified and contradicted on crowd aggregates alone passed the check.
+        for verdict in ["verified", "qualified", "contradicted"] {
+            let problems = load(&with_aggregates(&measured_claim(verdict, r#"{ number = 21.9, unit = "GiB" }"#), AGGREGATES)).unwrap_err();
+            assert!(problems.iter().any(|p| p.message.starts_with(&format!("{verdict} on crowd measurements alone"))), "{verdict}: {problems:?}");
+        }
+        // Unverified, with the aggregate shown beside it: fine.
+        assert!(load(&with_aggregates(&measured_claim("unverified", r#"{ number = 21.9, unit = "GiB" }"#), AGGREGATES)).is_ok());
     }
 
     #[test]
     fn a_median_that_disagrees_flags_the_claim_for_review_without_failing() {
-        let loaded = load(&with_aggregates(&measured_claim("qualified", r#"{ number = 24, unit = "GiB" }"#), AGGREGATES)).expect("still checks");
+        let loaded = load(&with_aggregates(&measured_claim("unverified", r#"{ number = 24, unit = "GiB" }"#), AGGREGATES)).expect("still checks");
         let flags = crate::check::review_flags(&loaded.dataset);
         assert_eq!(flags.len(), 1, "{flags:?}");
         assert_eq!(flags[0].0, "measured");

@@ -228,8 +228,8 @@ fn commit_batch(client: &mut Client, jobs: &[Job]) -> Result<Vec<Result<Inserted
     // vanishingly rarely, on a random id already taken (that row alone fails). An error inside
     // a PostgreSQL transaction would abort the whole batch.
     let insert = tx.prepare(
-        "INSERT INTO submissions (id, content_hash, received_at, status, document, prefix_tag, agent_tag)
-         VALUES ($1, $2, $3, 'pending', $4, $5, $6)
+        "INSERT INTO submissions (id, content_hash, received_at, status, document, prefix_tag, agent_tag, block_tag)
+         VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7)
          ON CONFLICT DO NOTHING",
     )?;
     let existing = tx.prepare("SELECT id, status FROM submissions WHERE content_hash = $1")?;
@@ -237,7 +237,7 @@ fn commit_batch(client: &mut Client, jobs: &[Job]) -> Result<Vec<Result<Inserted
     let mut created = 0i64;
     for i in order {
         let new: &NewSubmission = &jobs[i].0;
-        let n = tx.execute(&insert, &[&new.id, &new.content_hash, &new.received_at, &new.document, &new.prefix_tag, &new.agent_tag])?;
+        let n = tx.execute(&insert, &[&new.id, &new.content_hash, &new.received_at, &new.document, &new.prefix_tag, &new.agent_tag, &new.block_tag])?;
         let result = if n == 1 {
             created += 1;
             Ok(Inserted { id: new.id.clone(), created: true, status: Status::Pending })
@@ -259,7 +259,7 @@ fn commit_batch(client: &mut Client, jobs: &[Job]) -> Result<Vec<Result<Inserted
     Ok(results.into_iter().map(|r| r.expect("every row answered")).collect())
 }
 
-const COLUMNS: &str = "id, received_at, status, reason, reviewed_at, document, prefix_tag, agent_tag";
+const COLUMNS: &str = "id, received_at, status, reason, reviewed_at, document, prefix_tag, agent_tag, block_tag";
 
 fn submission(row: &postgres::Row) -> Result<Submission, StoreError> {
     let id: String = row.get(0);
@@ -274,6 +274,7 @@ fn submission(row: &postgres::Row) -> Result<Submission, StoreError> {
         document: row.get(5),
         prefix_tag: row.get(6),
         agent_tag: row.get(7),
+        block_tag: row.get(8),
     })
 }
 
@@ -296,6 +297,13 @@ impl Store for Postgres {
         // Byte order, as SQLite sorts text, whatever the database's collation.
         let sql = format!("SELECT {COLUMNS} FROM submissions WHERE status = $1 ORDER BY received_at COLLATE \"C\", id COLLATE \"C\"");
         self.with_reader(|c| c.query(sql.as_str(), &[&status.code()]))?.iter().map(submission).collect()
+    }
+
+    fn pending_from(&self, prefix_tag: &str, since: &str) -> Result<u64, StoreError> {
+        let row = self.with_reader(|c| {
+            c.query_one("SELECT COUNT(*) FROM submissions WHERE prefix_tag = $1 AND status = 'pending' AND received_at >= $2", &[&prefix_tag, &since])
+        })?;
+        Ok(row.get::<_, i64>(0).max(0) as u64)
     }
 
     fn set_status(&self, id: &str, status: Status, reason: Option<&str>, at: &str) -> Result<Option<Status>, StoreError> {

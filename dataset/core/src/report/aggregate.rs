@@ -108,13 +108,59 @@ pub(super) fn median(sorted: &[f64]) -> f64 {
     if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 }
 }
 
-/// Where and when an accepted report came from, as the server recorded it: an opaque keyed
-/// hash of the submitter's network prefix (IPv4 /24, IPv6 /48; None for reports stored before
-/// it was recorded) and the time it was received (RFC 3339 UTC).
+/// Where and when an accepted report came from, as the server recorded it: opaque keyed hashes
+/// of the submitter's network prefix (IPv4 /24, IPv6 /48) and of the coarser block around it
+/// (IPv4 /16, IPv6 /32) (None for reports stored before they were recorded), and the time it was
+/// received (RFC 3339 UTC).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Origin {
     pub prefix: Option<String>,
+    pub block: Option<String>,
     pub received_at: String,
+}
+
+/// What a report's measurements are, without who sent it or when: two reports with the same
+/// fingerprint are one run (a report re-posted under a new install id is a replay, not a new
+/// submitter).
+pub fn measurement_fingerprint(r: &Report) -> String {
+    let d = &r.device;
+    serde_json::to_string(&(&d.name, &d.pci_bus_id, &r.memory, &r.latency, &r.pools, &r.vmm, &r.bandwidth, &r.fragmentation, &r.allocator_check))
+        .unwrap_or_default()
+}
+
+/// What ties one report to others of the same submitter.
+#[derive(Clone, Debug, Default)]
+pub struct SubmitterKey<'a> {
+    pub install: &'a str,
+    pub prefix: Option<&'a str>,
+    /// The coarser block and the UTC day received (`block/2026-12-05`): at most one submitter per
+    /// block per day.
+    pub block_day: Option<String>,
+    pub fingerprint: String,
+}
+
+impl<'a> SubmitterKey<'a> {
+    pub fn of(r: &'a Report, o: &'a Origin) -> SubmitterKey<'a> {
+        SubmitterKey {
+            install: &r.device.install_id,
+            prefix: o.prefix.as_deref(),
+            block_day: o.block.as_ref().map(|b| format!("{b}/{}", o.received_at.get(..10).unwrap_or(""))),
+            fingerprint: measurement_fingerprint(r),
+        }
+    }
+}
+
+/// Install ids seen on more than one network prefix. An install id is the client's own word: one
+/// that moves between networks may be a script joining honest submitters into one, so its reports
+/// are left out of the aggregates (and shown to the reviewer), never used to join others.
+pub fn roaming_installs<'a>(keys: &[SubmitterKey<'a>]) -> BTreeSet<&'a str> {
+    let mut prefixes: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for k in keys {
+        if let Some(p) = k.prefix {
+            prefixes.entry(k.install).or_default().insert(p);
+        }
+    }
+    prefixes.into_iter().filter(|(_, p)| p.len() > 1).map(|(i, _)| i).collect()
 }
 
 /// Seconds since 1970 of an RFC 3339 UTC time (`2026-11-30T09:14:41.123Z`); None if it is not one.
@@ -141,10 +187,11 @@ pub fn unix_seconds(t: &str) -> Option<f64> {
 }
 
 /// Groups reports into independent submitters: two reports are one submitter when they share an
-/// install id or a network prefix, directly or through other reports. Returns each report's
-/// group number.
-pub fn submitter_groups(reports: &[(&str, Option<&str>)]) -> Vec<usize> {
-    let mut parent: Vec<usize> = (0..reports.len()).collect();
+/// install id, a network prefix, a coarser block on the same UTC day, or identical measurements
+/// (a replay), directly or through other reports. Returns each report's group number. Reports of
+/// [`roaming_installs`] are for the caller to leave out first.
+pub fn submitter_groups(keys: &[SubmitterKey]) -> Vec<usize> {
+    let mut parent: Vec<usize> = (0..keys.len()).collect();
     fn root(p: &mut [usize], mut i: usize) -> usize {
         while p[i] != i {
             p[i] = p[p[i]];
@@ -152,20 +199,23 @@ pub fn submitter_groups(reports: &[(&str, Option<&str>)]) -> Vec<usize> {
         }
         i
     }
-    let mut by_install: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut by_prefix: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, (install, prefix)) in reports.iter().enumerate() {
-        for first in [by_install.get(install).copied(), prefix.and_then(|p| by_prefix.get(p).copied())].into_iter().flatten() {
-            let (a, b) = (root(&mut parent, first), root(&mut parent, i));
-            parent[b] = a;
-        }
-        by_install.entry(install).or_insert(i);
-        if let Some(p) = prefix {
-            by_prefix.entry(p).or_insert(i);
+    let mut first: BTreeMap<(u8, &str), usize> = BTreeMap::new();
+    for (i, k) in keys.iter().enumerate() {
+        let ties = [Some((0u8, k.install)), k.prefix.map(|p| (1, p)), k.block_day.as_deref().map(|b| (2, b)), Some((3, k.fingerprint.as_str()))];
+        for tie in ties.into_iter().flatten() {
+            match first.get(&tie) {
+                Some(&f) => {
+                    let (a, b) = (root(&mut parent, f), root(&mut parent, i));
+                    parent[b] = a;
+                }
+                None => {
+                    first.insert(tie, i);
+                }
+            }
         }
     }
     let mut number: BTreeMap<usize, usize> = BTreeMap::new();
-    (0..reports.len())
+    (0..keys.len())
         .map(|i| {
             let r = root(&mut parent, i);
             let next = number.len();
@@ -179,14 +229,18 @@ pub fn submitter_groups(reports: &[(&str, Option<&str>)]) -> Vec<usize> {
 /// [`submitter_groups`]), `median` (the median of each submitter's own median, so that one
 /// submitter sending many reports, under as many install ids as it likes from one network, moves
 /// it by one vote at most), `min`, `max` (over all reports), `spread_days` and the probe versions
-/// seen. Sorted by GPU id, then measurement in [`MEASUREMENTS`] order. Install ids and prefixes
+/// seen. Reports whose install id appears on several networks ([`roaming_installs`]) are left
+/// out. Sorted by GPU id, then measurement in [`MEASUREMENTS`] order. Install ids and prefixes
 /// are only counted; none is in the output.
 pub fn aggregate(reports: &[(String, Report, Origin)]) -> Vec<Aggregate> {
     let mut out = Vec::new();
-    let gpus: BTreeSet<&str> = reports.iter().map(|(g, _, _)| g.as_str()).collect();
+    let all_keys: Vec<SubmitterKey> = reports.iter().map(|(_, r, o)| SubmitterKey::of(r, o)).collect();
+    let roaming = roaming_installs(&all_keys);
+    let counted: Vec<&(String, Report, Origin)> = reports.iter().filter(|(_, r, _)| !roaming.contains(r.device.install_id.as_str())).collect();
+    let gpus: BTreeSet<&str> = counted.iter().map(|(g, _, _)| g.as_str()).collect();
     for gpu in gpus {
-        let mine: Vec<&(String, Report, Origin)> = reports.iter().filter(|(g, _, _)| g == gpu).collect();
-        let keys: Vec<(&str, Option<&str>)> = mine.iter().map(|(_, r, o)| (r.device.install_id.as_str(), o.prefix.as_deref())).collect();
+        let mine: Vec<&(String, Report, Origin)> = counted.iter().copied().filter(|(g, _, _)| g == gpu).collect();
+        let keys: Vec<SubmitterKey> = mine.iter().map(|(_, r, o)| SubmitterKey::of(r, o)).collect();
         let groups = submitter_groups(&keys);
         for kind in MEASUREMENTS {
             if !kind.by_driver {

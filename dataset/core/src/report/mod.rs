@@ -39,6 +39,7 @@ pub const MAX_PROBLEMS: usize = 32;
 pub const PRIVATE_FIELDS: [&str; 2] = ["/device/install_id", "/device/uuid_hash"];
 
 mod aggregate;
+mod clusters;
 pub mod malformed;
 mod plausibility;
 mod public;
@@ -49,6 +50,7 @@ mod tests;
 mod types;
 
 pub use aggregate::*;
+pub use clusters::*;
 pub use plausibility::*;
 pub use public::*;
 pub use schema::*;

@@ -355,6 +355,9 @@ fn the_public_document_has_no_private_fields() {
 fn report(install: &str, usable: u64, version: &str) -> Report {
     let mut v = example();
     v["device"]["install_id"] = serde_json::json!(install);
+    // Each install's own run: its device copy differs a little (identical measurements would be
+    // one run replayed).
+    v["bandwidth"]["d2d_gbs"] = serde_json::json!(2000.0 + install.bytes().map(u32::from).sum::<u32>() as f64 / 100.0);
     v["memory"]["usable_bytes"] = serde_json::json!(usable);
     v["probe_version"] = serde_json::json!(version);
     serde_json::from_value(v).unwrap()
@@ -365,7 +368,7 @@ fn aggregates_count_submitters_and_take_the_median_of_submitters() {
     let a = "a".repeat(32);
     let b = "b".repeat(32);
     let c = "c".repeat(32);
-    let at = |prefix: &str, day: u32| Origin { prefix: Some(prefix.to_string()), received_at: format!("2026-11-{day:02}T10:00:00.000Z") };
+    let at = |prefix: &str, day: u32| Origin { prefix: Some(prefix.to_string()), block: None, received_at: format!("2026-11-{day:02}T10:00:00.000Z") };
     let reports = vec![
         ("h200".to_string(), report(&a, 100, "0.1.0"), at("p1", 1)),
         // One submitter sending many high values moves the median by one vote only.
@@ -423,7 +426,7 @@ fn the_calculator_reads_the_card_and_other_processes_from_a_report() {
 
 #[test]
 fn allocator_checks_are_aggregated_per_driver_branch() {
-    let at = |prefix: &str, day: u32| Origin { prefix: Some(prefix.to_string()), received_at: format!("2026-11-{day:02}T10:00:00.000Z") };
+    let at = |prefix: &str, day: u32| Origin { prefix: Some(prefix.to_string()), block: None, received_at: format!("2026-11-{day:02}T10:00:00.000Z") };
     let id = |c: char| c.to_string().repeat(32);
     let with_driver = |r: Report, d: &str| Report { device: Device { driver_cuda_version: d.to_string(), ..r.device.clone() }, ..r };
     let mut diverged = with_driver(report(&id('c'), 100, "0.1.0"), "12.8");
@@ -460,7 +463,7 @@ fn allocator_checks_are_aggregated_per_driver_branch() {
 
 #[test]
 fn three_install_ids_from_one_network_are_one_submitter_and_cannot_move_the_median() {
-    let at = |prefix: &str, t: &str| Origin { prefix: Some(prefix.to_string()), received_at: format!("2026-11-{t}Z") };
+    let at = |prefix: &str, t: &str| Origin { prefix: Some(prefix.to_string()), block: None, received_at: format!("2026-11-{t}Z") };
     let id = |c: char| c.to_string().repeat(32);
     // Three real submitters on three networks, days apart: median 120.
     let mut reports = vec![
@@ -483,12 +486,89 @@ fn three_install_ids_from_one_network_are_one_submitter_and_cannot_move_the_medi
     let naive = usable(&aggregate(&no_prefix));
     assert_eq!(naive.submitters, 6);
     assert!(naive.median > 120.0);
-    // Chains join too: an install id seen on two networks ties both networks' reports together.
-    let groups = submitter_groups(&[("i1", Some("n1")), ("i2", Some("n2")), ("i1", Some("n2")), ("i3", Some("n3")), ("i4", None)]);
-    assert_eq!(groups[0], groups[1]);
-    assert_eq!(groups[1], groups[2]);
+    // Chains join too.
+    let key = |install, prefix, fingerprint: &str| SubmitterKey { install, prefix, block_day: None, fingerprint: fingerprint.to_string() };
+    let groups = submitter_groups(&[
+        key("i1", Some("n1"), "f1"),
+        key("i2", Some("n1"), "f2"),
+        key("i3", Some("n3"), "f2"),
+        key("i4", Some("n4"), "f4"),
+        key("i5", None, "f5"),
+    ]);
+    assert_eq!(groups[0], groups[1], "one network");
+    assert_eq!(groups[1], groups[2], "one run replayed");
     assert_ne!(groups[3], groups[0]);
     assert_ne!(groups[4], groups[3]);
+}
+
+/// Issue 40 point 3: three honest reports from three /24s, then three fakes sharing one install
+/// id posted from those same /24s. Joined by the install id, all six were one submitter and the
+/// fakes moved the median from 139.28 to 119.63 GiB. The roaming install id is left out instead.
+#[test]
+fn an_install_id_on_several_networks_is_left_out_never_used_to_join_honest_submitters() {
+    let at = |prefix: &str, day: u32| Origin { prefix: Some(prefix.to_string()), block: None, received_at: format!("2026-11-{day:02}T10:00:00.000Z") };
+    let id = |c: char| c.to_string().repeat(32);
+    let honest = [('a', 139_280, "net-a", 1), ('b', 139_300, "net-b", 4), ('c', 139_250, "net-c", 8)];
+    let mut reports: Vec<(String, Report, Origin)> = honest.iter().map(|(c, u, n, d)| ("h200".to_string(), report(&id(*c), *u, "0.1.0"), at(n, *d))).collect();
+    let usable = |rs: &[(String, Report, Origin)]| aggregate(rs).into_iter().find(|x| x.measurement == "usable_bytes").unwrap();
+    let before = usable(&reports);
+    assert_eq!((before.submitters, before.median), (3, 139_280.0));
+    for (i, net) in ["net-a", "net-b", "net-c"].iter().enumerate() {
+        let mut fake = report(&id('f'), 100_000, "0.1.0");
+        fake.run_seconds += i as f64;
+        fake.bandwidth.d2d_gbs += i as f64;
+        reports.push(("h200".to_string(), fake, at(net, 9)));
+    }
+    let keys: Vec<SubmitterKey> = reports.iter().map(|(_, r, o)| SubmitterKey::of(r, o)).collect();
+    assert_eq!(roaming_installs(&keys).into_iter().collect::<Vec<_>>(), vec![id('f').as_str()]);
+    let after = usable(&reports);
+    assert_eq!((after.count, after.submitters, after.median), (3, 3, 139_280.0), "the fakes are left out; the honest three stay three");
+}
+
+/// Issue 40 point 2: a public report re-posted under new install ids from new networks is one
+/// run, and reports from one coarser block on one day are one submitter.
+#[test]
+fn replays_and_one_block_a_day_count_once() {
+    let id = |n: u32| format!("{n:032x}");
+    let public = report(&id(1), 139_000, "0.1.0");
+    let mut reports = vec![(
+        "h200".to_string(),
+        public.clone(),
+        Origin { prefix: Some("p0".into()), block: Some("b0".into()), received_at: "2026-11-01T10:00:00.000Z".into() },
+    )];
+    for n in 2..40u32 {
+        let mut replay = public.clone();
+        replay.device.install_id = id(n);
+        reports.push((
+            "h200".to_string(),
+            replay,
+            Origin { prefix: Some(format!("p{n}")), block: Some(format!("b{n}")), received_at: format!("2026-11-{:02}T10:00:00.000Z", n % 28 + 1) },
+        ));
+    }
+    let a = aggregate(&reports).into_iter().find(|x| x.measurement == "usable_bytes").unwrap();
+    assert_eq!((a.count, a.submitters), (39, 1), "38 replays of one public report");
+    // 3,000 /24s of one /16 within a day, each its own run: one submitter.
+    let burst: Vec<(String, Report, Origin)> = (0..3000u32)
+        .map(|n| {
+            let mut r = report(&id(10_000 + n), 100_000 + u64::from(n), "0.1.0");
+            r.bandwidth.d2d_gbs = 2000.0 + f64::from(n) / 10.0;
+            (
+                "h200".to_string(),
+                r,
+                Origin {
+                    prefix: Some(format!("p{n}")),
+                    block: Some("b-one".into()),
+                    received_at: format!("2026-11-20T{:02}:{:02}:00.000Z", n / 600, n / 10 % 60),
+                },
+            )
+        })
+        .collect();
+    let a = aggregate(&burst).into_iter().find(|x| x.measurement == "usable_bytes").unwrap();
+    assert_eq!((a.count, a.submitters), (3000, 1));
+    // The same block on another day is another submitter.
+    let mut two_days = burst[..2].to_vec();
+    two_days[1].2.received_at = "2026-11-21T10:00:00.000Z".into();
+    assert_eq!(aggregate(&two_days).into_iter().find(|x| x.measurement == "usable_bytes").unwrap().submitters, 2);
 }
 
 #[test]
@@ -597,4 +677,80 @@ fn one_driver_version_is_one_branch_however_it_is_written() {
     assert_eq!(cuda_branch("13.0"), "13.0");
     assert_eq!(cuda_branch("012.08"), "12.8");
     assert_eq!(cuda_branch("12.10"), "12.10");
+}
+
+/// Issue 40 point 2: 3,000 posts from 3,000 /24s, one machine: the reviewer must see them as one
+/// cluster (near-identical values, one agent, minutes apart, across prefixes), replays as one run,
+/// and a roaming install id, each under an id `--reject-cluster` takes.
+#[test]
+fn one_machine_across_many_networks_is_shown_as_one_cluster() {
+    let id = |n: u32| format!("{n:032x}");
+    let mut reports = Vec::new();
+    for n in 0..30u32 {
+        let mut r = report(&id(n), 149_554_200_576 + u64::from(n) * 1000, "0.1.0");
+        r.bandwidth.d2d_gbs = 2095.0 + f64::from(n) * 0.01;
+        reports.push(r);
+    }
+    // Two honest users with the same card, hours apart, another agent: not part of it.
+    let honest: Vec<Report> = (0..2u32).map(|n| report(&id(100 + n), 149_554_000_000, "0.1.0")).collect();
+    let replayed = {
+        let mut r = reports[0].clone();
+        r.device.install_id = id(999);
+        r
+    };
+    let names: Vec<String> = (0..34).map(|n| format!("sub-{n:02}")).collect();
+    let prefixes: Vec<String> = (0..34).map(|n| format!("net-{n}")).collect();
+    let times: Vec<String> = (0..34).map(|n| format!("2026-12-05T10:{:02}:{:02}.000Z", n / 6, n % 6 * 10)).collect();
+    let mut items: Vec<Reviewed> = (0..30)
+        .map(|n| Reviewed { id: &names[n], report: Some(&reports[n]), prefix: Some(&prefixes[n]), agent: Some("agent-script"), received_at: &times[n] })
+        .collect();
+    items.push(Reviewed {
+        id: &names[30],
+        report: Some(&honest[0]),
+        prefix: Some(&prefixes[30]),
+        agent: Some("agent-probe"),
+        received_at: "2026-12-05T08:00:00.000Z",
+    });
+    items.push(Reviewed {
+        id: &names[31],
+        report: Some(&honest[1]),
+        prefix: Some(&prefixes[31]),
+        agent: Some("agent-probe"),
+        received_at: "2026-12-05T13:00:00.000Z",
+    });
+    items.push(Reviewed {
+        id: &names[32],
+        report: Some(&replayed),
+        prefix: Some(&prefixes[32]),
+        agent: Some("agent-other"),
+        received_at: "2026-12-06T10:00:00.000Z",
+    });
+    // The honest user's install id seen again from another network.
+    let mut moved = honest[0].clone();
+    moved.memory.usable_bytes += 7;
+    items.push(Reviewed {
+        id: &names[33],
+        report: Some(&moved),
+        prefix: Some(&prefixes[33]),
+        agent: Some("agent-probe"),
+        received_at: "2026-12-07T08:00:00.000Z",
+    });
+    let found = clusters(&items);
+    let kinds = |k: &str| found.iter().filter(|c| c.kind == k).collect::<Vec<_>>();
+    let look = kinds("look-alike");
+    assert_eq!(look.len(), 1, "{found:#?}");
+    assert_eq!(look[0].members.len(), 30);
+    assert!(look[0].why.contains("30 reports") && look[0].why.contains("30 networks"), "{}", look[0].why);
+    let replay = kinds("replay");
+    assert_eq!(replay.len(), 1);
+    assert_eq!(replay[0].members, vec!["sub-00".to_string(), "sub-32".to_string()]);
+    let roaming = kinds("roaming-install");
+    assert_eq!(roaming.len(), 1);
+    assert_eq!(roaming[0].members, vec!["sub-30".to_string(), "sub-33".to_string()]);
+    assert!(kinds("network").is_empty(), "one report per prefix");
+    // Ids are stable and distinct.
+    assert_eq!(clusters(&items), found);
+    let ids: BTreeSet<&str> = found.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids.len(), found.len());
+    assert!(found.iter().all(|c| c.id.len() == 8 && c.id.bytes().all(|b| b.is_ascii_hexdigit())));
 }
