@@ -3,9 +3,10 @@
 // (site/alloclab, headroom-alloc compiled to wasm) runs here so the page stays responsive.
 // Messages in: {type: "load", file, recoverable} | {type: "sweep", run, cells: [{conf, total, taken}]}
 //   | {type: "cancel"} | {type: "detail", conf, total, taken, points} | {type: "check", conf}.
-// Messages out: "read" (bytes so far), "parsed", "cell" (one outcome), "done", "detail", "check",
-// "error". Every answer from the simulator is JSON text. Nothing is sent anywhere else.
-import init, { Lab, check_conf } from "__ALLOCLAB_JS__";
+// Messages out: "read" (bytes so far), "parsed", "cell" (one outcome), "done", "detail", "check"
+// (PyTorch's error for the setting, and the claims that caution against it), "error". Every
+// answer from the simulator is JSON text. Nothing is sent anywhere else.
+import init, { Lab, check_conf, conf_cautions } from "__ALLOCLAB_JS__";
 
 const ready = init({ module_or_path: "__ALLOCLAB_WASM__" });
 const CHUNK = 8 << 20;
@@ -50,7 +51,7 @@ self.onmessage = async (event) => {
     } else if (m.type === "detail") {
       self.postMessage({ type: "detail", key: m.key, json: lab.detail(m.conf, m.total, m.taken, m.fraction || 0, m.points) });
     } else if (m.type === "check") {
-      self.postMessage({ type: "check", conf: m.conf, error: check_conf(m.conf) });
+      self.postMessage({ type: "check", conf: m.conf, error: check_conf(m.conf), cautions: conf_cautions(m.conf) });
     }
   } catch (e) {
     self.postMessage({ type: "error", message: String(e && e.message ? e.message : e) });

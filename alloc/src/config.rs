@@ -736,6 +736,20 @@ fn parse_roundup(t: &Tokenizer, i: usize, conf: &mut AllocConf) -> Result<usize,
     Ok(i)
 }
 
+/// The claim about combining `max_split_size_mb` with `expandable_segments:True`: reserved
+/// memory can keep growing while little is allocated (pytorch/pytorch#193400).
+pub const MAX_SPLIT_WITH_EXPANDABLE_CLAIM: &str = "expandable-with-max-split-reserved-keeps-growing";
+
+/// Whether `env`, read as PyTorch 2.11 reads `PYTORCH_CUDA_ALLOC_CONF`, sets `max_split_size_mb`
+/// together with `expandable_segments:True` on the native backend: `get_free_block` then refuses
+/// free blocks of `max_split_size` or more inside expandable segments to smaller requests, and the
+/// segment maps new pages instead ([`MAX_SPLIT_WITH_EXPANDABLE_CLAIM`]). The last value of a key
+/// counts, as in PyTorch; `backend:cudaMallocAsync` ignores both options, and a string PyTorch
+/// refuses sets neither.
+pub fn max_split_with_expandable(env: &str) -> bool {
+    parse(env).is_ok_and(|c| c.backend == Backend::Native && c.expandable_segments && c.max_split_size != u64::MAX)
+}
+
 impl AllocConf {
     /// `AcceleratorAllocatorConfig::roundup_power2_divisions(size)`.
     pub fn divisions_for(&self, size: u64) -> u64 {
@@ -753,5 +767,41 @@ impl AllocConf {
     /// in MiB -> divisions.
     pub fn roundup_dict(&self) -> Vec<(u64, u64)> {
         (0..ROUNDUP_INTERVALS).map(|i| (1u64 << i, self.roundup_power2_divisions[i])).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_split_with_expandable_is_both_options_on_the_native_backend() {
+        for both in [
+            "expandable_segments:True,max_split_size_mb:128",
+            "max_split_size_mb:128,expandable_segments:True",
+            " expandable_segments : True , max_split_size_mb : 64 , garbage_collection_threshold:0.8",
+            "expandable_segments:False,max_split_size_mb:512,expandable_segments:True",
+            "backend:native,expandable_segments:True,max_split_size_mb:20",
+        ] {
+            assert!(max_split_with_expandable(both), "{both}");
+        }
+        for not in [
+            "",
+            "expandable_segments:True",
+            "max_split_size_mb:128",
+            "expandable_segments:False,max_split_size_mb:128",
+            "expandable_segments:True,max_split_size_mb:128,expandable_segments:False",
+            "expandable_segments:True,max_non_split_rounding_mb:128",
+            // PyTorch refuses it (19 MiB is under the 20 MiB segment size): nothing is set
+            "expandable_segments:True,max_split_size_mb:19",
+            // a typo PyTorch refuses
+            "expandable_segments:true,max_split_size_mb:128",
+        ] {
+            assert!(!max_split_with_expandable(not), "{not}");
+        }
+        // cudaMallocAsync takes the string and ignores both options
+        let async_backend = "backend:cudaMallocAsync,expandable_segments:True,max_split_size_mb:128";
+        assert!(parse(async_backend).is_ok());
+        assert!(!max_split_with_expandable(async_backend));
     }
 }

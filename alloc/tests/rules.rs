@@ -366,3 +366,53 @@ fn zero_bytes_never_reach_the_allocator() {
     a.free(h);
     assert_eq!((reserved(&a), a.stats.allocation.all.allocated), (0, 0));
 }
+
+/// pytorch/pytorch#193400's reproducer: per cycle A = 91 MiB and B = 45.5 MiB, then a 2 MiB
+/// block that stays alive, then A and B freed, after a 64 MiB block that stays alive. With both
+/// options the merged 136.5 MiB hole is refused to every later request (each is under 128 MiB
+/// and the hole is not), and the live 2 MiB block fences it off from the segment's tail, so
+/// every cycle maps about 138 MiB more; either option alone reuses the hole.
+#[test]
+fn expandable_with_max_split_grows_every_cycle_in_pr_193400s_pattern() {
+    let run = |conf: &str| {
+        let mut a = alloc_with(conf, None);
+        let _canary = a.malloc(64 * MIB, 0).unwrap();
+        let mut at = Vec::new();
+        for cycle in 0..=100 {
+            let x = a.malloc(91 * MIB, 0).unwrap();
+            let y = a.malloc(91 * MIB / 2, 0).unwrap();
+            a.malloc(2 * MIB, 0).unwrap();
+            a.free(x);
+            a.free(y);
+            if cycle % 20 == 0 {
+                at.push((allocated(&a) / MIB, reserved(&a) / MIB));
+            }
+        }
+        a.check_invariants().unwrap();
+        at
+    };
+    // The PR's table, cycles 0, 20, ... 100: allocated and reserved MiB, to the MiB.
+    assert_eq!(run("max_split_size_mb:128,expandable_segments:True"), [(66, 220), (106, 2980), (146, 5760), (186, 8520), (226, 11300), (266, 14060)]);
+    // Either option alone (and the default): under 500 MiB, as the PR says.
+    assert_eq!(run("expandable_segments:True"), [(66, 220), (106, 260), (146, 300), (186, 340), (226, 380), (266, 420)]);
+    for conf in ["max_split_size_mb:128", ""] {
+        assert_eq!(run(conf), [(66, 222), (106, 262), (146, 302), (186, 342), (226, 382), (266, 422)], "{conf}");
+    }
+
+    // On a 16 GiB card (16,304 MiB, 300 MiB held elsewhere) the growth stops at the card: the
+    // allocator unmaps the free pages and retries once, and the run goes on.
+    let total = 16_304 * MIB;
+    let mut a = Native::new(&config::parse("max_split_size_mb:128,expandable_segments:True").unwrap(), Device::new(total, total - 300 * MIB), None);
+    let _canary = a.malloc(64 * MIB, 0).unwrap();
+    for _ in 0..=130 {
+        let x = a.malloc(91 * MIB, 0).unwrap();
+        let y = a.malloc(91 * MIB / 2, 0).unwrap();
+        a.malloc(2 * MIB, 0).unwrap();
+        a.free(x);
+        a.free(y);
+    }
+    assert_eq!((a.stats.num_alloc_retries, a.stats.num_ooms), (1, 0));
+    assert!(a.stats.reserved_bytes.all.peak as u64 > 15 * 1024 * MIB);
+    assert!(reserved(&a) < 3300 * MIB, "{}", reserved(&a) / MIB);
+    a.check_invariants().unwrap();
+}

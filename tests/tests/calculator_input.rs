@@ -222,6 +222,39 @@ fn switching_language_keeps_the_workload_and_several_gpus_are_named_as_the_machi
     }
 }
 
+/// Issue 40, point 12: no lever sets a PyTorch allocator option (`tests/fit.rs`), and beside the
+/// levers of a workload PyTorch's caching allocator holds, a caution says not to combine
+/// `expandable_segments:True` with `max_split_size_mb`, citing the claim with its condition. A
+/// llama.cpp workload (no PyTorch allocator) gets none.
+#[test]
+fn the_levers_caution_against_max_split_with_expandable_segments() {
+    let tmp = TempDir::new("calc-caution");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let b = Browser::start();
+    let id = headroom_core::fit::MAX_SPLIT_WITH_EXPANDABLE_CLAIM;
+    for lang in [Lang::En, Lang::Zh] {
+        for q in ["?kind=diffusion&model=flux.1-dev&card=rtx-3060-12gb", "?kind=training&model=llama-3.1-8b&method=full&card=rtx-4090"] {
+            b.goto(&format!("{}{}{q}", server.url, Route::Calculator.path(lang)));
+            wait_app(&b);
+            wait_peak(&b, engine_peak(q));
+            let caution = b.wait_text("#alloc-caution", |s| !s.is_empty());
+            assert!(caution.starts_with(t(lang, k::CALC_ALLOC_CAUTION)), "{} {q}: {caution}", lang.code());
+            let c = loaded().dataset.claim(id).unwrap();
+            assert!(caution.contains(c.correction.as_ref().unwrap().get(lang)), "{} {q}: the claim's condition is shown: {caution}", lang.code());
+            let link = b.js("return document.querySelector('#alloc-caution a.claimref').getAttribute('href')");
+            assert_eq!(link, Value::String(Route::Claim(id.to_string()).path(lang)));
+            // Right after the levers.
+            assert_eq!(b.js("return document.querySelector('ul.levers').nextElementSibling.id"), Value::String("alloc-caution".into()));
+        }
+        let q = "?kind=llm-inference&model=llama-3.1-70b&engine=llama.cpp&context=8192&card=rtx-3090";
+        b.goto(&format!("{}{}{q}", server.url, Route::Calculator.path(lang)));
+        wait_app(&b);
+        wait_peak(&b, engine_peak(q));
+        assert!(b.js("return document.querySelectorAll('ul.levers li').length").as_u64().unwrap() > 0);
+        assert!(b.text("#alloc-caution").is_none(), "llama.cpp has no PyTorch allocator");
+    }
+}
+
 #[test]
 fn translated_calculator_pages_carry_no_english_or_code_wording() {
     let tmp = TempDir::new("calc-english");

@@ -202,3 +202,31 @@ fn no_catalog_gpu_memory_rests_on_an_mlperf_system_file() {
     }
     assert!(wrong.is_empty(), "GPU memory backed by an MLPerf system file: {wrong:#?}");
 }
+
+/// Issue 40, point 12: combining `max_split_size_mb` with `expandable_segments:True` has its own
+/// claim, judged on the allocator's source at a pinned commit and on pytorch/pytorch#193400 (open,
+/// so qualified: the growth needs a pattern and stops at the card), with the PR's figures quoted;
+/// every allocator-lab setting that combines the two cites it.
+#[test]
+fn max_split_with_expandable_segments_has_its_claim_and_sources() {
+    let ds = &loaded().dataset;
+    let id = "expandable-with-max-split-reserved-keeps-growing";
+    let c = ds.claims.iter().find(|c| c.id == id).expect("the claim on max_split_size_mb with expandable_segments");
+    assert_eq!(c.verdict, Verdict::Qualified);
+    let v = c.value.as_ref().expect("the PR's reserved figure");
+    assert_eq!((v.number, v.unit.as_str()), (Some(14060.0), "MiB"));
+    assert!(c.conditions.get("platform").is_some_and(|p| p.contains("Linux")), "{:?}", c.conditions);
+    let pr = c.sources.iter().find(|s| s.url.as_deref() == Some("https://github.com/pytorch/pytorch/pull/193400")).expect("the PR as a source");
+    assert_eq!(pr.kind, SourceKind::Community);
+    assert!(pr.passage.contains("14,060") && pr.passage.contains("266"), "{}", pr.passage);
+    assert!(pr.title.contains("open"), "the PR's status: {}", pr.title);
+    let code = c.sources.iter().find(|s| s.kind == SourceKind::SourceCode).expect("the allocator's source");
+    assert!(code.url.as_deref().is_some_and(|u| u.contains("/blob/001074d25084fdb87a799823e395a50f5ec044d3/")), "{:?}", code.url);
+    assert!(code.passage.contains("Do not return an oversized block") && code.passage.contains("expandable_segments()"));
+    for l in Lang::ALL {
+        assert!(c.correction.as_ref().unwrap().get(l).contains("500 MiB"), "{}", l.code());
+    }
+    for r in ds.alloc_recipes.iter().filter(|r| r.conf.contains("max_split_size_mb") && r.conf.contains("expandable_segments:True")) {
+        assert!(r.claims.iter().any(|x| x == id), "recipe {} does not cite {id}", r.id);
+    }
+}

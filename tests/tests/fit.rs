@@ -95,6 +95,64 @@ fn every_engine_path_cites_existing_claims() {
     }
 }
 
+/// Issue 40, point 12: `max_split_size_mb` together with `expandable_segments:True` can make
+/// reserved memory keep growing (pytorch/pytorch#193400). Nothing the calculator suggests writes
+/// that combination: no tool setting's template, and no lever, plan or command for any engine's
+/// workload on a small card. Its caution cites the claim, which the calculator's data keeps with
+/// its statement and condition.
+#[test]
+fn no_lever_or_plan_suggests_max_split_with_expandable_segments() {
+    use headroom_core::fit::setup::{settings_from, setup};
+    use headroom_core::fit::{Card, MAX_SPLIT_WITH_EXPANDABLE_CLAIM, Workload, fit_on};
+    let ds = &loaded().dataset;
+    let both = |t: &str| t.contains("max_split_size_mb") && t.contains("expandable_segments");
+    for tool in &ds.tools {
+        for f in &tool.flags {
+            for s in &f.sets {
+                let texts = std::iter::once(&s.write).chain(std::iter::once(&s.fallback)).chain(s.values.values());
+                for t in texts {
+                    assert!(!both(t), "{} {}: {t}", tool.id, f.name);
+                }
+            }
+        }
+    }
+    let cases = [
+        json!({"kind":"llm-inference","model":"qwen3-32b","weights":"bf16","context":32768,"engine":"transformers"}),
+        json!({"kind":"llm-inference","model":"qwen3-32b","weights":"bf16","context":32768,"batch":8,"engine":"vllm"}),
+        json!({"kind":"llm-inference","model":"llama-3.1-70b","weights":"Q8_0","context":32768,"engine":"llama.cpp"}),
+        json!({"kind":"llm-inference","model":"llama-3.1-70b","weights":"Q8_0","context":32768,"engine":"ollama"}),
+        json!({"kind":"training","model":"llama-3.1-8b","method":"full","precision":"bf16","optimizer":"adamw","seq":4096,"batch":8}),
+        json!({"kind":"training","model":"llama-3.1-8b","method":"lora","seq":4096,"batch":8}),
+        json!({"kind":"diffusion","model":"flux.1-dev","precision":"bf16","width":1024,"height":1024,"batch":2}),
+        json!({"kind":"diffusion","model":"wan2.1-t2v-14b","frames":81}),
+    ];
+    let card = Card::parse(ds, "8GiB", 0.0).unwrap();
+    let mut levers = 0;
+    for w in cases {
+        let f = fit_on(ds, &Workload::from_value(&w).unwrap(), &card).unwrap_or_else(|e| panic!("{w}: {e}"));
+        let mut texts: Vec<String> = setup(ds, &f.workload, &[]).map(|s| vec![s.command]).unwrap_or_default();
+        for l in &f.levers {
+            levers += 1;
+            let fields: Vec<&str> = l.changes.iter().map(|c| c.field.as_str()).collect();
+            texts.extend(settings_from(ds, Some(&f.workload), &l.workload, &fields, &[]).into_iter().map(|s| s.text));
+            texts.extend(setup(ds, &l.workload, &[]).map(|s| s.command));
+            texts.push(l.lever.clone());
+        }
+        if let Some(p) = &f.plan {
+            texts.extend(settings_from(ds, Some(&f.workload), &p.workload, &[], &[]).into_iter().map(|s| s.text));
+            texts.push(p.workload.to_string());
+        }
+        for t in &texts {
+            assert!(!both(t), "{w}: {t}");
+        }
+    }
+    assert!(levers > 20, "only {levers} levers looked at");
+    // The caution's claim, in the calculator's own data with what it says and under which condition.
+    let calc = ds.for_calculator();
+    let c = calc.claim(MAX_SPLIT_WITH_EXPANDABLE_CLAIM).expect("the calculator's data keeps the caution's claim");
+    assert!(c.statement.en.contains("max_split_size_mb") && c.correction.is_some(), "{:?}", c.statement.en);
+}
+
 #[test]
 fn levers_make_a_big_workload_fit_a_small_card() {
     let f = run(json!({"kind":"diffusion","model":"flux.1-dev","precision":"bf16","width":1024,"height":1024}));

@@ -259,6 +259,47 @@ fn the_lab_starts_from_the_calculators_card_and_replays_a_file_once_read() {
     assert!(heads.iter().any(|h| h.starts_with("10.5GiB")), "{heads:?}");
 }
 
+/// Issue 40, point 12: a setting that combines `max_split_size_mb` with
+/// `expandable_segments:True` gets a caution citing its claim, in each language (the worker's
+/// `conf_cautions`, from `headroom_alloc::config::max_split_with_expandable`); either option
+/// alone gets none.
+#[test]
+fn max_split_with_expandable_segments_is_cautioned_as_it_is_typed() {
+    let tmp = TempDir::new("lab-caution");
+    let server = Server::start(&site_dir(), &tmp.path().join("db.sqlite3"));
+    let b = Browser::start();
+    let id = "expandable-with-max-split-reserved-keeps-growing";
+    let clear = "const i = document.querySelector('#lab-conf'); i.value = ''; i.dispatchEvent(new Event('input', {bubbles: true})); return 1";
+    for lang in Lang::ALL {
+        b.goto(&format!("{}{}", server.url, Route::Allocator.path(lang)));
+        wait_app(&b);
+        assert!(b.text("#lab-conf-caution").is_none());
+        b.send_keys("#lab-conf", "expandable_segments:True,max_split_size_mb:128");
+        let caution = b.wait_text("#lab-conf-caution", |s| !s.is_empty());
+        assert!(caution.starts_with(t(lang, k::LAB_CONF_SPLIT_EXPANDABLE)), "{}: {caution}", lang.code());
+        let link = b.js("return [...document.querySelectorAll('#lab-conf-caution a.claimref')].map(a => a.dataset.claim + ' ' + a.getAttribute('href'))");
+        assert_eq!(link, json!([format!("{id} {}", Route::Claim(id.to_string()).path(lang))]), "{}", lang.code());
+        // Either option alone: no caution (the worker is up and answering: a refused value comes
+        // back first).
+        for alone in ["expandable_segments:True", "max_split_size_mb:128"] {
+            b.js(clear);
+            b.send_keys("#lab-conf", "max_split_size_mb:19");
+            b.wait_text("#lab-conf-check", |s| s.contains(">= 20"));
+            b.js(clear);
+            b.send_keys("#lab-conf", alone);
+            b.wait_text("#lab-conf-check", |s| s == t(lang, k::LAB_CONF_ACCEPTED));
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            assert!(b.text("#lab-conf-caution").is_none(), "{} {alone}", lang.code());
+        }
+        // The last value of a key counts, as in PyTorch: turned off again, no caution.
+        b.js(clear);
+        b.send_keys("#lab-conf", "expandable_segments:True,max_split_size_mb:64,expandable_segments:False");
+        b.wait_text("#lab-conf-check", |s| s == t(lang, k::LAB_CONF_ACCEPTED));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert!(b.text("#lab-conf-caution").is_none(), "{}", lang.code());
+    }
+}
+
 /// Garbage collection only acts under a memory fraction, in Italian: the same setting on the same
 /// 8 GiB card reserves less at the peak once a fraction is given, as `probe replay
 /// --memory-fraction` says; a fraction out of range is refused with a message.

@@ -88,6 +88,18 @@ pub fn check_conf(conf: &str) -> String {
     config::parse(conf).err().map(|e| e.to_string()).unwrap_or_default()
 }
 
+/// The claims that caution against `conf` as PyTorch 2.11 reads it, space-separated (empty:
+/// none): combining `max_split_size_mb` with `expandable_segments:True`
+/// (`config::max_split_with_expandable`). The page shows each with its claim link.
+#[wasm_bindgen]
+pub fn conf_cautions(conf: &str) -> String {
+    let mut ids = Vec::new();
+    if config::max_split_with_expandable(conf) {
+        ids.push(config::MAX_SPLIT_WITH_EXPANDABLE_CLAIM);
+    }
+    ids.join(" ")
+}
+
 impl Lab {
     pub fn parse_value(&mut self, recoverable: &str) -> Value {
         if let Some(e) = &self.too_large {
@@ -227,6 +239,9 @@ mod tests {
         assert!(e["error"].as_str().unwrap().contains("'True' or 'False'"), "{e}");
         assert_eq!(check_conf("max_split_size_mb:10").contains(">= 20"), true);
         assert_eq!(check_conf("expandable_segments:True"), "");
+        assert_eq!(conf_cautions("expandable_segments:True,max_split_size_mb:128"), config::MAX_SPLIT_WITH_EXPANDABLE_CLAIM);
+        assert_eq!(conf_cautions("expandable_segments:True"), "");
+        assert_eq!(conf_cautions("max_split_size_mb:128"), "");
     }
 
     #[test]

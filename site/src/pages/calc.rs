@@ -927,6 +927,17 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
         })
         .collect_view();
     let has_levers = !result.levers.is_empty();
+    // PyTorch's caching allocator holds this workload (its headroom is a term): none of the levers
+    // sets an allocator option, and the one combination people reach for can grow past the estimate.
+    let pytorch_allocator = result.breakdown.iter().any(|t| t.term == headroom_core::fit::TermId::AllocatorHeadroom);
+    let caution = (has_levers && pytorch_allocator).then(|| {
+        view! {
+            <p class="caution" id="alloc-caution">
+                {t(lang, k::CALC_ALLOC_CAUTION)}" "
+                <ClaimRef lang=lang ds=ds.clone() id=headroom_core::fit::MAX_SPLIT_WITH_EXPANDABLE_CLAIM.to_string() />
+            </p>
+        }
+    });
     view! {
         <section class="result" aria-live="polite">
             {verdict}
@@ -942,6 +953,7 @@ fn Result(lang: Lang, ds: Data, state: RwSignal<State>, result: Fit) -> impl Int
                 <h2>{t(lang, k::CALC_LEVERS)}</h2>
                 <ul class="levers">{levers}</ul>
             })}
+            {caution}
             {setup_view(lang, &ds, None, &result.workload, &budgets(&result), "setup")}
             <h2>{t(lang, k::CALC_BREAKDOWN)}</h2>
             <div class="table-wrap"><table class="terms"><tbody>{rows}</tbody></table></div>

@@ -141,6 +141,8 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
     let detail: RwSignal<Option<Value>> = RwSignal::new(None);
     let own_conf = RwSignal::new(String::new());
     let own_error: RwSignal<Option<String>> = RwSignal::new(None);
+    // The claims that caution against the reader's setting (the worker's `conf_cautions`).
+    let own_cautions: RwSignal<Vec<String>> = RwSignal::new(Vec::new());
     let recoverable = RwSignal::new(String::new());
     #[cfg_attr(not(feature = "csr"), allow(unused_variables))]
     let margin = headroom_core::fit::thin_margin_bytes(&ds).unwrap_or(0);
@@ -228,9 +230,10 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
                         detail.set(serde_json::from_str(&json).ok());
                     }
                 }
-                browser::Message::Check { conf, error } => {
+                browser::Message::Check { conf, error, cautions } => {
                     if conf == own_conf.get_untracked().trim() {
                         own_error.set((!error.is_empty()).then_some(error));
+                        own_cautions.set(cautions.split_whitespace().map(str::to_string).collect());
                     }
                 }
                 browser::Message::Failed(e) => {
@@ -297,6 +300,7 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
         let v = event_target_value(&ev);
         own_conf.set(v.clone());
         own_error.set(None);
+        own_cautions.set(Vec::new());
         #[cfg(feature = "csr")]
         if !v.trim().is_empty() {
             post(serde_json::json!({"type": "check", "conf": v.trim()}), None);
@@ -413,6 +417,7 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
     headroom_core::sort_short_by(&mut gpus, |a, b| a.memory_gb.partial_cmp(&b.memory_gb).unwrap().then(a.name.cmp(&b.name)));
     let gpu_options = gpus.clone();
     let ds_view = ds.clone();
+    let ds_cautions = ds.clone();
 
     view! {
         <h1>{t(lang, k::LAB_TITLE)}</h1>
@@ -499,6 +504,18 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
                         }
                     }
                 }}</p>
+                {move || {
+                    let ids = own_cautions.get();
+                    let ds = ds_cautions.clone();
+                    (!ids.is_empty()).then(|| view! {
+                        <p id="lab-conf-caution" class="caution">
+                            {ids.into_iter().map(|id| {
+                                let text = caution_text(lang, &id);
+                                view! { <span>{text}" "<ClaimRef lang=lang ds=ds.clone() id=id /></span> }
+                            }).collect_view()}
+                        </p>
+                    })
+                }}
             </div>
             <div class="field">
                 <label for="lab-recoverable">{t(lang, k::LAB_RECOVERABLE)}</label>
@@ -528,6 +545,15 @@ pub fn Lab(lang: Lang, ds: Data) -> impl IntoView {
 
 /// The Python lines that record and save a snapshot (alloc/README.md).
 const CAPTURE: &str = "import torch\ntorch.cuda.memory._record_memory_history(stacks=\"all\")\n# … the code that runs out of memory …\ntorch.cuda.memory._dump_snapshot(\"snapshot.pickle\")";
+
+/// What a caution against the reader's setting says, by the claim behind it (the worker's
+/// `conf_cautions`); its claim link follows.
+pub fn caution_text(lang: Lang, claim: &str) -> &'static str {
+    match claim {
+        headroom_alloc::config::MAX_SPLIT_WITH_EXPANDABLE_CLAIM => t(lang, k::LAB_CONF_SPLIT_EXPANDABLE),
+        _ => t(lang, k::LAB_CONF_CAUTION),
+    }
+}
 
 fn status_line(lang: Lang, stage: &Stage, name: &str, summary: Option<&Value>) -> String {
     match stage {
@@ -860,12 +886,32 @@ mod browser {
 
     /// What the worker says (`site/lab-worker.js`).
     pub enum Message {
-        Read { done: u64, total: u64 },
+        Read {
+            done: u64,
+            total: u64,
+        },
         Parsed(String),
-        Cell { run: u32, index: usize, json: String, ms: f64 },
-        Done { run: u32, ms: f64 },
-        Detail { key: usize, json: String },
-        Check { conf: String, error: String },
+        Cell {
+            run: u32,
+            index: usize,
+            json: String,
+            ms: f64,
+        },
+        Done {
+            run: u32,
+            ms: f64,
+        },
+        Detail {
+            key: usize,
+            json: String,
+        },
+        /// PyTorch's error for the setting (empty: accepted) and the claims that caution against
+        /// it, space-separated.
+        Check {
+            conf: String,
+            error: String,
+            cautions: String,
+        },
         Failed(String),
     }
 
@@ -886,7 +932,7 @@ mod browser {
             "cell" => Message::Cell { run: num(d, "run") as u32, index: num(d, "index") as usize, json: text(d, "json"), ms: num(d, "ms") },
             "done" => Message::Done { run: num(d, "run") as u32, ms: num(d, "ms") },
             "detail" => Message::Detail { key: num(d, "key") as usize, json: text(d, "json") },
-            "check" => Message::Check { conf: text(d, "conf"), error: text(d, "error") },
+            "check" => Message::Check { conf: text(d, "conf"), error: text(d, "error"), cautions: text(d, "cautions") },
             "error" => Message::Failed(text(d, "message")),
             _ => return None,
         })
@@ -925,6 +971,15 @@ mod browser {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lab_and_the_calculator_caution_with_the_same_claim() {
+        let id = headroom_alloc::config::MAX_SPLIT_WITH_EXPANDABLE_CLAIM;
+        assert_eq!(id, headroom_core::fit::MAX_SPLIT_WITH_EXPANDABLE_CLAIM);
+        for lang in Lang::ALL {
+            assert_eq!(caution_text(lang, id), t(lang, k::LAB_CONF_SPLIT_EXPANDABLE));
+        }
+    }
 
     #[test]
     fn other_programs_parse_as_people_type_them() {

@@ -477,6 +477,13 @@ fn unified_limit_bytes(ds: &Dataset, memory_gb: f64) -> Result<u64, String> {
 /// a close call on such a machine.
 pub const THIN_MARGIN_CLAIM: &str = "desktop-and-browser-hold-about-half-a-gib";
 
+/// The caution beside the calculator's levers: none of them sets a PyTorch allocator option, and
+/// a reader who sets `max_split_size_mb` together with `expandable_segments:True` can see reserved
+/// memory keep growing past the estimate (pytorch/pytorch#193400). Named here so the calculator's
+/// data keeps its statement; the allocator lab warns with the same claim
+/// (`headroom_alloc::config::MAX_SPLIT_WITH_EXPANDABLE_CLAIM`).
+pub const MAX_SPLIT_WITH_EXPANDABLE_CLAIM: &str = "expandable-with-max-split-reserved-keeps-growing";
+
 /// [`THIN_MARGIN_CLAIM`]'s bytes (the allocator lab recommends a setting that keeps them).
 pub fn thin_margin_bytes(ds: &Dataset) -> Option<u64> {
     claim_number(ds, THIN_MARGIN_CLAIM).ok().map(|b| b as u64)
