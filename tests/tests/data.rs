@@ -230,3 +230,40 @@ fn max_split_with_expandable_segments_has_its_claim_and_sources() {
         assert!(r.claims.iter().any(|x| x == id), "recipe {} does not cite {id}", r.id);
     }
 }
+
+/// Issue 40, point 13 (version-specific behaviour): transformers v5.9.0 ignores a concrete `dtype`
+/// for composite checkpoints loaded through AutoModelForCausalLM (huggingface/transformers#46459,
+/// fixed by #46514), so the claim that v5 loads in the requested dtype is qualified, its conditions
+/// name the versions and the bug, and both tracker threads are cited.
+#[test]
+fn transformers_dtype_claim_names_the_release_that_ignores_it() {
+    let ds = &loaded().dataset;
+    let c = ds.claims.iter().find(|c| c.id == "transformers-dtype-argument").expect("the dtype claim");
+    assert_eq!(c.verdict, Verdict::Qualified);
+    let software = c.conditions.get("software").expect("conditions.software");
+    for needle in ["v5.9.0", "#46459", "#46514", "v5.17.0"] {
+        assert!(software.contains(needle), "conditions.software lacks {needle}: {software}");
+    }
+    for url in ["https://github.com/huggingface/transformers/issues/46459", "https://github.com/huggingface/transformers/pull/46514"] {
+        let s = c.sources.iter().find(|s| s.url.as_deref() == Some(url)).unwrap_or_else(|| panic!("{url} as a source"));
+        assert_eq!(s.kind, SourceKind::Community);
+    }
+    for l in Lang::ALL {
+        assert!(c.correction.as_ref().expect("a correction").get(l).contains("v5.9.0"), "{}", l.code());
+    }
+    let last = c.history.last().unwrap();
+    assert_eq!((last.date.as_str(), last.from, last.to), ("2026-12-05", Some(Verdict::Verified), Verdict::Qualified));
+}
+
+/// Issue 40, point 13: vLLM's opt-in V1 engine silently ignored `--kv-cache-dtype fp8` before
+/// vllm-project/vllm#14221; the fp8-halves-the-cache claim says which versions honour the flag and
+/// cites the PR.
+#[test]
+fn vllm_fp8_kv_cache_claim_names_the_versions_that_honour_it() {
+    let ds = &loaded().dataset;
+    let c = ds.claims.iter().find(|c| c.id == "vllm-kv-cache-dtype-fp8-halves-cache").expect("the fp8 KV claim");
+    let software = c.conditions.get("software").expect("conditions.software");
+    assert!(software.contains("#14221") && software.contains("VLLM_USE_V1"), "{software}");
+    let pr = c.sources.iter().find(|s| s.url.as_deref() == Some("https://github.com/vllm-project/vllm/pull/14221")).expect("the PR as a source");
+    assert!(pr.passage.contains("ignoring the parameter"), "{}", pr.passage);
+}
