@@ -169,13 +169,37 @@ fn fit_error(w: Value) -> String {
     }
 }
 
+/// Issue 39 point 4: a context beyond the trained maximum is answered (engines run it; llama.cpp
+/// with a warning), with what the model was trained to and what extends it, per engine.
+#[test]
+fn a_context_beyond_the_trained_maximum_is_answered_with_what_the_model_was_trained_to() {
+    let at = |engine: &str, context: u64| {
+        let weights = if engine == "llama.cpp" || engine == "ollama" { "Q4_K_M" } else { "bf16" };
+        run(json!({"kind":"llm-inference","model":"llama-3.1-8b","weights":weights,"kv_cache":"fp16","context":context,"engine":engine}))
+    };
+    for (engine, note) in
+        [("llama.cpp", "beyond-trained-llamacpp"), ("vllm", "beyond-trained-vllm"), ("transformers", "beyond-trained"), ("ollama", "beyond-trained")]
+    {
+        let within = at(engine, 131_072);
+        assert!(within.notes.iter().all(|n| !n.id.starts_with("beyond-trained")), "{engine}: {:?}", within.notes);
+        let beyond = at(engine, 262_144);
+        let n = beyond.notes.iter().find(|n| n.id == note).unwrap_or_else(|| panic!("{engine}: {:?}", beyond.notes));
+        assert_eq!((n.values["max"].as_str(), n.values["context"].as_str()), ("131072", "262144"), "{engine}");
+        assert!(n.text.contains("131072") && n.text.contains("llama-3.1-8b"), "{}", n.text);
+        // The cache is priced for the context asked: twice the tokens, more memory.
+        assert!(beyond.peak_bytes > within.peak_bytes, "{engine}");
+    }
+    // Ten million tokens is an answer too (it fits no card), not an error.
+    let huge = at("llama.cpp", 10_000_000);
+    assert!(huge.peak_bytes > 1u64 << 40, "{}", huge.peak_bytes);
+}
+
 #[test]
 fn bad_workloads_get_errors_that_name_the_field() {
     assert!(fit_error(json!({"kind":"llm-inference","model":"llama-9b","context":10})).contains("field `model`: unknown LLM `llama-9b`"));
     assert!(fit_error(json!({"kind":"llm-inference","model":"llama-3.1-8b","context":10,"flavour":1})).contains("unknown field `flavour`"));
     assert!(fit_error(json!({"kind":"llm-inference","model":"llama-3.1-8b"})).contains("missing field `context`"));
     assert!(fit_error(json!({"kind":"llm-inference","model":"llama-3.1-8b","context":10,"weights":"q3"})).contains("field `weights`: unknown format `q3`"));
-    assert!(fit_error(json!({"kind":"llm-inference","model":"llama-3.1-8b","context":10000000})).contains("field `context`"));
     assert!(fit_error(json!({"kind":"painting","model":"x"})).contains("unknown `kind` `painting`"));
     assert!(fit_error(json!({"model":"x"})).contains("missing field `kind`"));
     assert!(fit_error(json!({"kind":"diffusion","model":"llama-3.1-8b"})).contains("is an LLM"));

@@ -9,7 +9,6 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("at-least-one", "field `{field}`: must be at least 1"),
     // Another message about the workload's model object (its `error` is that message).
     ("in-model", "field `model`: {error}"),
-    ("context-beyond-max", "field `context`: {context} tokens is beyond {model}'s maximum of {max}"),
     ("kv-quantized-needs-fa", "field `kv_cache`: llama.cpp keeps a quantized KV cache only with flash attention on (`flash_attention`)"),
     ("block-swap-too-many", "field `block_swap`: {value} blocks; `{model}` has {blocks} swappable blocks in the catalog"),
     ("card-unknown", "`{spec}` is neither a catalog GPU id nor a size such as 8GiB"),

@@ -1015,7 +1015,6 @@ pub fn error_text(lang: Lang, text: &str) -> String {
     let key = match id {
         "at-least-one" => k::ERROR_AT_LEAST_ONE,
         "in-model" => k::ERROR_IN_MODEL,
-        "context-beyond-max" => k::ERROR_CONTEXT_BEYOND_MAX,
         "kv-quantized-needs-fa" => k::ERROR_KV_QUANTIZED_NEEDS_FA,
         "block-swap-too-many" => k::ERROR_BLOCK_SWAP_TOO_MANY,
         "card-unknown" => k::ERROR_CARD_UNKNOWN,
@@ -1067,6 +1066,9 @@ pub fn note_text(lang: Lang, n: &headroom_core::fit::Note) -> String {
     use headroom_core::format::number;
     let key = match n.id.as_str() {
         "file-weights" => k::NOTE_FILE_WEIGHTS,
+        "beyond-trained-llamacpp" => k::NOTE_BEYOND_TRAINED_LLAMACPP,
+        "beyond-trained-vllm" => k::NOTE_BEYOND_TRAINED_VLLM,
+        "beyond-trained" => k::NOTE_BEYOND_TRAINED,
         "checkpoint-weights" => k::NOTE_CHECKPOINT_WEIGHTS,
         "no-vae" => k::NOTE_NO_VAE,
         "offload-stage" => k::NOTE_OFFLOAD_STAGE,

@@ -150,11 +150,30 @@ pub(crate) fn breakdown_with(ds: &Dataset, l: &LlmInference, notes: bool) -> Res
     if l.context.checked_mul(l.batch).is_none_or(|t| t > 1 << 40) {
         return Err(format!("fields `context` and `batch`: {} × {} tokens is more than any cache can hold", l.context, l.batch));
     }
-    if l.context > m.max_context {
-        return Err(crate::messages::say("context-beyond-max", &[("context", &l.context.to_string()), ("model", &m.id), ("max", &m.max_context.to_string())]));
-    }
     let mut b = Breakdown::new();
     b.quiet = !notes;
+    // Beyond the trained context: engines run it (llama.cpp with a warning), so the answer is the
+    // memory for the context asked, with what the model was trained to and what extends it.
+    if l.context > m.max_context {
+        let values = [("context", l.context.to_string()), ("max", m.max_context.to_string()), ("model", m.id.clone())];
+        match l.engine {
+            Engine::LlamaCpp => b.note(
+                "beyond-trained-llamacpp",
+                &values,
+                "{model} was trained on contexts up to {max} tokens. llama.cpp allocates the cache for the {context} asked and runs with a warning, but llama-server caps each slot at {max} tokens, so the rest of that cache holds nothing; past {max} tokens answers weaken unless RoPE scaling (--rope-scaling yarn) extends the model.",
+            ),
+            Engine::Vllm => b.note(
+                "beyond-trained-vllm",
+                &values,
+                "{model} was trained on contexts up to {max} tokens. vLLM refuses a longer --max-model-len unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set or the model's rope_scaling extends it; the memory shown is for {context} tokens.",
+            ),
+            Engine::Transformers | Engine::Ollama => b.note(
+                "beyond-trained",
+                &values,
+                "{model} was trained on contexts up to {max} tokens; the memory shown is for the {context} asked. Past {max} tokens answers weaken unless the model's RoPE scaling (rope_scaling in its config) extends it.",
+            ),
+        }
+    }
     b.arch = Some(summary(m, origin));
     let tokens = (l.context * l.batch) as f64;
     let ubatch = claim_number(ds, "fit-llamacpp-ubatch")?;
