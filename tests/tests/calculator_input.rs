@@ -532,3 +532,24 @@ fn on_a_phone_the_card_picker_shows_which_4060_is_chosen() {
         assert_eq!(distinct.len(), shown.len(), "{}: the closed select shows {shown:?}", lang.code());
     }
 }
+
+/// Issue 39 point 4: a context beyond the model's trained maximum gets an answer (the memory for
+/// the context asked) and a note with what the model was trained to, in the reader's language.
+#[test]
+fn a_context_beyond_the_trained_maximum_is_answered_with_a_note() {
+    use headroom_core::format::number;
+    let tmp = TempDir::new("calc-beyond");
+    let server = Server::start(&site_dir(), &tmp.path().join("headroom.sqlite3"));
+    let b = Browser::start();
+    let q = "?kind=llm-inference&model=llama-3.1-8b&engine=llama.cpp&weights=Q4_K_M&context=262144&card=rtx-4090";
+    for lang in [Lang::Pt, Lang::Zh, Lang::En] {
+        b.goto(&format!("{}{}{q}", server.url, Route::Calculator.path(lang)));
+        wait_app(&b);
+        wait_peak(&b, engine_peak(q));
+        let note = b.wait_text("li[data-note='beyond-trained-llamacpp']", |s| !s.is_empty());
+        let want =
+            fmt(lang, k::NOTE_BEYOND_TRAINED_LLAMACPP, &[("model", "llama-3.1-8b"), ("max", &number(131_072.0, lang)), ("context", &number(262_144.0, lang))]);
+        assert_eq!(note, want, "{}", lang.code());
+        assert!(b.text("#calc-error").is_none(), "{}: an answer, not an error", lang.code());
+    }
+}
