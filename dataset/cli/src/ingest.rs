@@ -143,42 +143,42 @@ pub fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
     Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize().into()
 }
 
-/// The network a client address belongs to, as independence is judged: IPv4 /24, IPv6 /48
-/// (IPv4-mapped IPv6 addresses as IPv4).
-pub fn network_prefix(ip: IpAddr) -> String {
-    let ip = match ip {
+/// An address as IPv4 when it is an IPv4-mapped IPv6 address.
+fn unmapped(ip: IpAddr) -> IpAddr {
+    match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
         v4 => v4,
-    };
-    match ip {
+    }
+}
+
+/// The block of `ip` as a string: its first `octets` IPv4 octets (`203.0.113.0/24`) or its first
+/// `segments` IPv6 segments (`2001:db8:abcd::/48`). The tags are keyed hashes of these strings, so
+/// their form never changes.
+fn block_of(ip: IpAddr, octets: usize, segments: usize) -> String {
+    match unmapped(ip) {
         IpAddr::V4(v4) => {
             let o = v4.octets();
-            format!("{}.{}.{}.0/24", o[0], o[1], o[2])
+            let kept: Vec<String> = (0..4).map(|i| if i < octets { o[i].to_string() } else { "0".to_string() }).collect();
+            format!("{}/{}", kept.join("."), 8 * octets)
         }
         IpAddr::V6(v6) => {
             let s = v6.segments();
-            format!("{:x}:{:x}:{:x}::/48", s[0], s[1], s[2])
+            let kept: Vec<String> = s[..segments].iter().map(|x| format!("{x:x}")).collect();
+            format!("{}::/{}", kept.join(":"), 16 * segments)
         }
     }
+}
+
+/// The network a client address belongs to, as independence is judged: IPv4 /24, IPv6 /48
+/// (IPv4-mapped IPv6 addresses as IPv4).
+pub fn network_prefix(ip: IpAddr) -> String {
+    block_of(ip, 3, 3)
 }
 
 /// The coarser block around a client's network, as submitters are capped per day: IPv4 /16, IPv6
 /// /32 (IPv4-mapped addresses as IPv4).
 pub fn network_block(ip: IpAddr) -> String {
-    let ip = match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
-        v4 => v4,
-    };
-    match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            format!("{}.{}.0.0/16", o[0], o[1])
-        }
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            format!("{:x}:{:x}::/32", s[0], s[1])
-        }
-    }
+    block_of(ip, 2, 2)
 }
 
 /// Opaque, keyed tags of where a submission came from (its network prefix, its user agent):
@@ -385,14 +385,11 @@ fn parse_node(s: &str) -> Option<IpAddr> {
 /// The network a connection is counted against: IPv4 /24, IPv6 /64 (one subscriber's prefix),
 /// IPv4-mapped addresses as IPv4. Many addresses of one network are one client for the cap.
 pub fn connection_network(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => connection_network(IpAddr::V4(v4)),
-            None => {
-                let s = v6.segments();
-                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-            }
-        },
+    match unmapped(ip) {
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
         IpAddr::V4(v4) => {
             let o = v4.octets();
             IpAddr::V4(std::net::Ipv4Addr::new(o[0], o[1], o[2], 0))
